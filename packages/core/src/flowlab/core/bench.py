@@ -1,0 +1,106 @@
+"""The benchmark protocol: a `Scenario` runs our method and its baselines in one process and returns a `BenchResult`.
+
+Packages register a tuple of scenarios under the entry point group `flowlab.benchmarks`; the `flowlab bench`
+runner discovers, runs and reports them. Names are `<pkg>.<method>.<case>`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+__all__ = ["BenchContext", "BenchResult", "DataMissing", "Scenario", "Timer", "require_file"]
+
+PACKAGE_PREFIXES = ("core", "vision", "mol", "rl", "bio", "crowd", "trust")
+
+
+class DataMissing(FileNotFoundError):
+    """A scenario's data file is absent: the runner reports the scenario as skipped with this message."""
+
+
+@dataclass(frozen=True)
+class BenchContext:
+    """What a scenario receives: its seed, variant and config, the device, a seeded generator and folders."""
+
+    seed: int
+    variant: str
+    config: Mapping[str, Any]
+    device: torch.device
+    generator: torch.Generator
+    out_dir: Path
+    data_root: Path | None
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """Our metrics, each baseline's metrics (measured in the same run) and published reference numbers.
+
+    `references` keys read "<method> [paper|code|unverified]". `plots` are PNG paths under `out_dir`.
+    """
+
+    metrics: Mapping[str, float]
+    baselines: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    references: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    plots: Sequence[Path] = ()
+    nfe: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One benchmark case; `variants` must hold "quick" (<= 120 s for the core on 2 CPU cores) and "full"."""
+
+    name: str
+    package: str
+    method: str
+    run: Callable[[BenchContext], BenchResult]
+    variants: Mapping[str, Mapping[str, Any]]
+    directions: Mapping[str, Literal["min", "max"]]
+    tags: frozenset[str] = frozenset()
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        parts = self.name.split(".")
+        if len(parts) < 2 or parts[0] not in PACKAGE_PREFIXES:
+            raise ValueError(f"name: expected '<pkg>.<method>.<case>' with pkg in {PACKAGE_PREFIXES}, got {self.name!r}")
+        missing = {"quick", "full"} - set(self.variants)
+        if missing:
+            raise ValueError(f"variants: scenario {self.name} lacks variant(s) {sorted(missing)}")
+        bad = {k: v for k, v in self.directions.items() if v not in ("min", "max")}
+        if bad:
+            raise ValueError(f"directions: expected 'min' or 'max', got {bad}")
+
+
+def require_file(data_root: Path | None, dataset: str, *parts: str) -> Path:
+    """Path of `<data_root>/<dataset>/<parts...>`, or `DataMissing` naming the dataset, the file and FLOWLAB_DATA."""
+    if data_root is None:
+        raise DataMissing(f"{dataset} data set not found: FLOWLAB_DATA is not set - see the datasets README")
+    path = Path(data_root, dataset, *parts)
+    if not path.is_file():
+        raise DataMissing(f"{dataset} data set not found: {path} (FLOWLAB_DATA={data_root})")
+    return path
+
+
+class Timer:
+    """Wall-clock timer that synchronises CUDA before reading: `with Timer(device) as tm: ...; tm.seconds`."""
+
+    def __init__(self, device: torch.device | str | None = None) -> None:
+        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self.seconds = float("nan")
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def __enter__(self) -> Timer:
+        self._sync()
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._sync()
+        self.seconds = time.perf_counter() - self._start

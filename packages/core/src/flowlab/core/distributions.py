@@ -1,0 +1,80 @@
+"""Source distributions, per-sample seeded noise and training-time samplers."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from flowlab.core.validation import check_choice, check_tensor
+
+__all__ = ["Generators", "StandardNormal", "randn", "sample_times"]
+
+Generators = torch.Generator | Sequence[torch.Generator] | None
+
+
+def randn(
+    shape: Sequence[int],
+    *,
+    generator: Generators = None,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """Standard normal noise of `shape`. With a list of generators (one per sample, EDM-style), sample i depends only
+    on generator i, so a batch can be split or reordered without changing any sample."""
+    if isinstance(generator, Sequence):
+        if len(generator) != shape[0]:
+            raise ValueError(f"generator: expected {shape[0]} per-sample generators, got {len(generator)}")
+        return torch.stack(
+            [torch.randn(tuple(shape[1:]), generator=g, device=device, dtype=dtype) for g in generator]
+        )
+    return torch.randn(tuple(shape), generator=generator, device=device, dtype=dtype)
+
+
+class StandardNormal:
+    """N(0, scale^2 I) over events of shape `event_shape`."""
+
+    def __init__(self, event_shape: Sequence[int], *, scale: float = 1.0) -> None:
+        self.event_shape = tuple(int(s) for s in event_shape)
+        if not scale > 0:
+            raise ValueError(f"scale: expected a positive standard deviation, got {scale}")
+        self.scale = float(scale)
+
+    def sample(
+        self,
+        n: int,
+        *,
+        generator: Generators = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> torch.Tensor:
+        """-> (n, *event_shape)"""
+        return self.scale * randn((n, *self.event_shape), generator=generator, device=device, dtype=dtype)
+
+    def log_prob(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, *event_shape) -> (B,)"""
+        check_tensor(x, "x")
+        if tuple(x.shape[1:]) != self.event_shape:
+            raise ValueError(f"x: expected event shape {self.event_shape}, got {tuple(x.shape[1:])}")
+        d = math.prod(self.event_shape)
+        sq = (x.reshape(x.shape[0], -1) / self.scale).pow(2).sum(-1)
+        return -0.5 * sq - 0.5 * d * math.log(2 * math.pi) - d * math.log(self.scale)
+
+
+def sample_times(
+    n: int,
+    *,
+    dist: str = "uniform",
+    loc: float = 0.0,
+    scale: float = 1.0,
+    generator: torch.Generator | None = None,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """Training times t: (n,) in [0, 1]: `uniform` or `logit_normal` (sigmoid of N(loc, scale^2), SD3-style)."""
+    check_choice(dist, ("uniform", "logit_normal"), "dist")
+    if dist == "uniform":
+        return torch.rand(n, generator=generator, device=device, dtype=dtype)
+    z = torch.randn(n, generator=generator, device=device, dtype=dtype)
+    return torch.sigmoid(loc + scale * z)

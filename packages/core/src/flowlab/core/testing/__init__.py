@@ -1,0 +1,1 @@
+"""The shipped test kit: analytic problems with exact answers, convergence-order asserts, devices, a pytest plugin."""

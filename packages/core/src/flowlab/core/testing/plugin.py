@@ -1,0 +1,92 @@
+"""FlowLab's pytest plugin: a no-network guard, a `device` fixture over every available device, and `gpu` skips.
+
+Enabled for the whole workspace with `-p flowlab.core.testing.plugin`; any test that opens a connection to a
+non-loopback address fails with a message naming the address.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+import pytest
+import torch
+
+from flowlab.core.testing.devices import available_devices
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+_real_getaddrinfo = socket.getaddrinfo
+
+
+class NetworkAccessError(RuntimeError):
+    """Raised when a test tries to reach a non-loopback address."""
+
+
+def _is_local(address: object) -> bool:
+    if isinstance(address, str):  # AF_UNIX path
+        return True
+    if isinstance(address, tuple) and address:
+        host = address[0]
+        if host in ("localhost", ""):
+            return True
+        try:
+            ip = ipaddress.ip_address(host.split("%")[0])
+        except ValueError:
+            return False
+        return ip.is_loopback or ip.is_unspecified
+    return False
+
+
+def _guarded_connect(self: socket.socket, address: object) -> None:
+    if not _is_local(address):
+        raise NetworkAccessError(f"test tried to open a network connection to {address!r}; tests must stay offline")
+    return _real_connect(self, address)
+
+
+def _guarded_connect_ex(self: socket.socket, address: object) -> int:
+    if not _is_local(address):
+        raise NetworkAccessError(f"test tried to open a network connection to {address!r}; tests must stay offline")
+    return _real_connect_ex(self, address)
+
+
+def _guarded_getaddrinfo(host, *args, **kwargs):
+    if host not in (None, "localhost", "") and not _is_local((host,)):
+        raise NetworkAccessError(f"test tried to resolve {host!r}; tests must stay offline")
+    return _real_getaddrinfo(host, *args, **kwargs)
+
+
+def install_network_guard() -> None:
+    socket.socket.connect = _guarded_connect
+    socket.socket.connect_ex = _guarded_connect_ex
+    socket.getaddrinfo = _guarded_getaddrinfo
+
+
+def remove_network_guard() -> None:
+    socket.socket.connect = _real_connect
+    socket.socket.connect_ex = _real_connect_ex
+    socket.getaddrinfo = _real_getaddrinfo
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    install_network_guard()
+    try:
+        yield
+    finally:
+        remove_network_guard()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(params=available_devices(), ids=lambda d: d.type)
+def device(request: pytest.FixtureRequest) -> torch.device:
+    """Run the test once per available device (CPU always; CUDA when present)."""
+    return request.param
