@@ -1,0 +1,35 @@
+"""Small, domain-agnostic networks: embeddings, MLPs, UNets, DiT blocks, EGNN, graph builders and wrappers."""
+
+from flowlab.core.nets.dit import DiT, DiTBlock
+from flowlab.core.nets.egnn import EGNNLayer, EGNNOutput
+from flowlab.core.nets.embeddings import FourierFeatures, SinusoidalEmbedding
+from flowlab.core.nets.graph import knn_graph, radius_graph
+from flowlab.core.nets.mlp import MLP, ManifoldMLP, TimeMLP, zero_init
+from flowlab.core.nets.unet import UNet1d, UNet2d
+from flowlab.core.nets.wrappers import (
+    ClassifierFreeGuidance,
+    ECMPreconditioner,
+    EDMPreconditioner,
+    PreconditionerCoefficients,
+)
+
+__all__ = [
+    "MLP",
+    "ClassifierFreeGuidance",
+    "DiT",
+    "DiTBlock",
+    "ECMPreconditioner",
+    "EDMPreconditioner",
+    "EGNNLayer",
+    "EGNNOutput",
+    "FourierFeatures",
+    "ManifoldMLP",
+    "PreconditionerCoefficients",
+    "SinusoidalEmbedding",
+    "TimeMLP",
+    "UNet1d",
+    "UNet2d",
+    "knn_graph",
+    "radius_graph",
+    "zero_init",
+]

@@ -1,0 +1,7 @@
+"""The cross-package benchmark runner behind `flowlab bench`."""
+
+from flowlab.tools.bench.discovery import Discovery, discover, select
+from flowlab.tools.bench.report import write_report
+from flowlab.tools.bench.runner import Record, run_all, run_one
+
+__all__ = ["Discovery", "Record", "discover", "run_all", "run_one", "select", "write_report"]

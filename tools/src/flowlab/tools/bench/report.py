@@ -1,0 +1,162 @@
+"""Render results.jsonl into report.md (a table per package, ours beside baselines and papers) and PNG plots."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from statistics import mean, stdev
+from typing import Any
+
+PACKAGE_TITLES = {
+    "core": "flowlab.core",
+    "vision": "flowlab.vision_gen",
+    "mol": "flowlab.molecular",
+    "rl": "flowlab.rl_control",
+    "bio": "flowlab.biology_dynamics",
+    "crowd": "flowlab.crowd_sim",
+    "trust": "flowlab.trust_ood",
+}
+_ARROW = {"min": " ↓", "max": " ↑"}
+MAX_PLOTTED_METRICS = 8
+
+
+def load_records(folder: Path) -> list[dict[str, Any]]:
+    path = Path(folder) / "results.jsonl"
+    if not path.is_file():
+        raise FileNotFoundError(f"no results.jsonl in {folder}")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _fmt(values: Sequence[float]) -> str:
+    vals = [v for v in values if v is not None and not math.isnan(v)]
+    if not vals:
+        return "–"
+    m = mean(vals)
+    text = f"{m:.4g}"
+    if len(vals) > 1:
+        text += f" ± {stdev(vals):.2g}"
+    return text
+
+
+def _group(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    by_name: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for rec in records:
+        by_name[rec["name"]].append(rec)
+    return by_name
+
+
+def _rows(recs: list[dict[str, Any]]) -> tuple[list[str], list[tuple[str, dict[str, list[float]]]]]:
+    """Metric names and rows (label, metric -> values over seeds) for ours, baselines and references."""
+    ok = [r for r in recs if r["status"] == "ok"]
+    metrics: list[str] = []
+    for r in ok:
+        for source in [r["metrics"], *r["baselines"].values(), *r["references"].values()]:
+            metrics += [k for k in source if k not in metrics]
+    rows: list[tuple[str, dict[str, list[float]]]] = []
+    ours: dict[str, list[float]] = defaultdict(list)
+    baselines: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    refs: dict[str, dict[str, float]] = {}
+    for r in ok:
+        for k, v in r["metrics"].items():
+            ours[k].append(v)
+        for b, vals in r["baselines"].items():
+            for k, v in vals.items():
+                baselines[b][k].append(v)
+        refs.update(r["references"])
+    rows.append((f"**{ok[0]['method'] if ok else 'ours'}** (ours)", ours))
+    rows += [(f"{b} (baseline)", vals) for b, vals in baselines.items()]
+    rows += [(f"{ref} (published)", {k: [v] for k, v in vals.items()}) for ref, vals in refs.items()]
+    return metrics, rows
+
+
+def _plot(name: str, metrics: list[str], rows, directions: dict[str, str], path: Path) -> Path | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [m for m in metrics if any(vals.get(m) for _, vals in rows)][:MAX_PLOTTED_METRICS]
+    if not shown:
+        return None
+    style = os.environ.get("FLOWLAB_PLOT_STYLE", "shared/plot_style.mplstyle")
+    if Path(style).is_file():
+        plt.style.use(style)
+    cols = min(4, len(shown))
+    nrows = math.ceil(len(shown) / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.6 * cols, 2.9 * nrows), squeeze=False)
+    for ax, metric in zip(axes.flat, shown):
+        labels, heights, errs = [], [], []
+        for label, vals in rows:
+            v = [x for x in vals.get(metric, []) if x is not None and not math.isnan(x)]
+            if v:
+                labels.append(label.replace("**", "").replace(" (ours)", "\n(ours)").replace(" (baseline)", ""))
+                heights.append(mean(v))
+                errs.append(stdev(v) if len(v) > 1 else 0.0)
+        colors = ["tab:blue"] + ["tab:gray"] * (len(labels) - 1)
+        ax.bar(range(len(labels)), heights, yerr=errs, color=colors)
+        ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=7)
+        if heights and min(heights) > 0 and max(heights) / min(heights) > 100:
+            ax.set_yscale("log")
+        ax.set_title(metric + _ARROW.get(directions.get(metric, ""), ""), fontsize=9)
+    for ax in list(axes.flat)[len(shown) :]:
+        ax.axis("off")
+    fig.suptitle(name, fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_report(records: list[dict[str, Any]], folder: Path, *, title: str = "FlowLab benchmark report") -> Path:
+    """Write report.md and plots/<scenario>.png into `folder`; return the report path."""
+    folder = Path(folder)
+    by_name = _group(records)
+    lines = [f"# {title}", ""]
+    if records:
+        first = records[0]
+        lines += [
+            f"- suite: `{first['variant']}`; device: `{first['device']}`; git: `{first.get('git_commit')}`",
+            f"- scenarios: {len(by_name)}; records: {len(records)}; "
+            + ", ".join(f"{s}: {sum(r['status'] == s for r in records)}" for s in ("ok", "skipped", "error")),
+            "",
+        ]
+    by_package: dict[str, list[str]] = defaultdict(list)
+    for name, recs in by_name.items():
+        by_package[recs[0]["package"]].append(name)
+    for package in sorted(by_package, key=lambda p: list(PACKAGE_TITLES).index(p) if p in PACKAGE_TITLES else 99):
+        lines += [f"## {PACKAGE_TITLES.get(package, package)}", ""]
+        for name in by_package[package]:
+            recs = by_name[name]
+            seeds = sorted(r["seed"] for r in recs)
+            wall = sum(r["wall_seconds"] for r in recs)
+            peak = max(r["peak_rss_mb"] for r in recs)
+            lines += [f"### `{name}`", "", f"seeds {seeds}, {wall:.1f} s wall in total, peak RSS {peak:.0f} MB", ""]
+            for r in recs:
+                if r["status"] != "ok":
+                    lines.append(f"- seed {r['seed']}: **{r['status']}**: {r['message']}")
+            if any(r["status"] != "ok" for r in recs):
+                lines.append("")
+            metrics, rows = _rows(recs)
+            if not metrics:
+                continue
+            directions = recs[0].get("directions", {})
+            header = ["method", *(m + _ARROW.get(directions.get(m, ""), "") for m in metrics)]
+            lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            for label, vals in rows:
+                lines.append("| " + " | ".join([label, *(_fmt(vals.get(m, [])) for m in metrics)]) + " |")
+            lines.append("")
+            plot = _plot(name, metrics, rows, directions, folder / "plots" / f"{name}.png")
+            if plot is not None:
+                lines += [f"![{name}](plots/{plot.name})", ""]
+            extra = [p for r in recs for p in r.get("plots", [])]
+            for p in extra[:4]:
+                rel = os.path.relpath(p, folder)
+                lines += [f"![{Path(p).stem}]({rel})", ""]
+    report = folder / "report.md"
+    report.write_text("\n".join(lines) + "\n")
+    return report

@@ -1,0 +1,42 @@
+"""The `flowlab` command: benchmarks, data, and the command groups that packages contribute."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+
+from flowlab.tools import data_cli
+from flowlab.tools.bench import command as bench_command
+from flowlab.tools.plugins import LazyGroup
+from flowlab.tools.versions import library_versions, member_versions
+
+app = typer.Typer(
+    cls=LazyGroup,
+    help="FlowLab: diffusion and flow-matching methods for science, on one shared engine.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(bench_command.app, name="bench")
+app.add_typer(data_cli.app, name="data")
+
+
+def _version(value: bool) -> None:
+    if not value:
+        return
+    console = Console()
+    for name, version in {**member_versions(), **library_versions()}.items():
+        console.print(f"{name} {version}", highlight=False)
+    raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print every member's version and exit."
+    ),
+) -> None:
+    """FlowLab: diffusion and flow-matching methods for science, on one shared engine."""
+
+
+def main() -> None:
+    app()

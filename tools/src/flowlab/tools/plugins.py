@@ -1,0 +1,58 @@
+"""Command groups contributed by packages through the `flowlab.commands` entry point group, loaded lazily.
+
+A package registers `[project.entry-points."flowlab.commands"] rl = "flowlab.rl_control.cli:app"` (a typer app or a
+click command); `flowlab --help` lists the group without importing its package, and only `flowlab rl ...` loads it.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import EntryPoint, entry_points
+
+import click
+import typer
+import typer.core
+
+COMMANDS_GROUP = "flowlab.commands"
+
+
+def command_entry_points() -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group=COMMANDS_GROUP)}
+
+
+def load_command(ep: EntryPoint) -> click.Command:
+    obj = ep.load()
+    if isinstance(obj, typer.Typer):
+        cmd = typer.main.get_command(obj)
+        cmd.name = ep.name
+        return cmd
+    if isinstance(obj, click.Command):
+        return obj
+    raise TypeError(f"entry point {ep.name} = {ep.value} is neither a typer app nor a click command")
+
+
+def _stub(ep: EntryPoint) -> click.Command:
+    dist = ep.dist.name if ep.dist is not None else ep.value.split(":")[0]
+    return click.Command(ep.name, help=f"Commands from {dist} (flowlab {ep.name} --help).")
+
+
+class LazyGroup(typer.core.TyperGroup):
+    """The top-level group: built-in commands plus entry-point groups that are imported only when invoked."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        builtin = super().list_commands(ctx)
+        return builtin + sorted(set(command_entry_points()) - set(builtin))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        cmd = super().get_command(ctx, cmd_name)
+        if cmd is not None:
+            return cmd
+        ep = command_entry_points().get(cmd_name)
+        return _stub(ep) if ep is not None else None
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        name = args[0] if args else None
+        if name is not None and super().get_command(ctx, name) is None:
+            ep = command_entry_points().get(name)
+            if ep is not None:
+                return name, load_command(ep), args[1:]
+        return super().resolve_command(ctx, args)

@@ -1,0 +1,107 @@
+"""The benchmark runner: records, skips, errors, ratios, and the written report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from flowlab.core.bench import BenchResult, Scenario, require_file
+from flowlab.tools.bench.discovery import SelectionError, select
+from flowlab.tools.bench.report import write_report
+from flowlab.tools.bench.runner import ratios, run_all
+
+
+def _ok(ctx):
+    # a real (tiny) computation: sample mean of N(0, 1) against the exact 0, seeded by ctx.generator
+    x = torch.randn(4000, generator=ctx.generator)
+    return BenchResult(
+        metrics={"abs_mean": float(x.mean().abs()), "std": float(x.std())},
+        baselines={"zero": {"abs_mean": 1.0, "std": 0.0}},
+        references={"theory [paper]": {"std": 1.0}},
+    )
+
+
+def _missing(ctx):
+    require_file(ctx.data_root, "earth_sphere", "nope.csv")
+
+
+def _boom(ctx):
+    raise RuntimeError("exploded on purpose")
+
+
+def _scenario(name, run):
+    return Scenario(
+        name=name,
+        package="core",
+        method=name.split(".")[1],
+        run=run,
+        variants={"quick": {"n": 1}, "full": {"n": 2}},
+        directions={"abs_mean": "min", "std": "max"},
+    )
+
+
+SCENARIOS = [
+    _scenario("core.ok.case", _ok),
+    _scenario("core.missing.case", _missing),
+    _scenario("core.boom.case", _boom),
+]
+
+
+def test_runner_records_ok_skipped_and_error(tmp_path):
+    records = run_all(SCENARIOS, seeds=[0, 1], variant="quick", device=torch.device("cpu"), out_dir=tmp_path, data_root=tmp_path)
+    status = {(r.name, r.seed): r.status for r in records}
+    assert status[("core.ok.case", 0)] == "ok" and status[("core.ok.case", 1)] == "ok"
+    assert status[("core.missing.case", 0)] == "skipped"
+    assert status[("core.boom.case", 1)] == "error"
+    ok0, ok1 = (r for r in records if r.name == "core.ok.case")
+    assert ok0.metrics != ok1.metrics  # seeds differ
+    assert abs(ok0.metrics["std"] - 1) < 0.05
+    assert ok0.ratios["zero"]["abs_mean"] == pytest.approx(ok0.metrics["abs_mean"])
+    assert ok0.config == {"n": 1} and ok0.peak_rss_mb > 0 and ok0.wall_seconds > 0
+    skipped = next(r for r in records if r.status == "skipped")
+    assert "nope.csv" in skipped.message and "earth_sphere" in skipped.message
+    boom = next(r for r in records if r.status == "error")
+    assert "exploded on purpose" in boom.message
+    json.dumps([r.to_json() for r in records])  # serialisable
+
+
+def test_same_seed_reproduces(tmp_path):
+    a = run_all(SCENARIOS[:1], seeds=[3], variant="quick", device=torch.device("cpu"), out_dir=tmp_path, data_root=None)
+    b = run_all(SCENARIOS[:1], seeds=[3], variant="quick", device=torch.device("cpu"), out_dir=tmp_path, data_root=None)
+    assert a[0].metrics == b[0].metrics
+
+
+def test_report_has_tables_and_plots(tmp_path):
+    records = run_all(SCENARIOS, seeds=[0, 1], variant="quick", device=torch.device("cpu"), out_dir=tmp_path, data_root=None)
+    report = write_report([r.to_json() for r in records], tmp_path)
+    text = report.read_text()
+    assert "## flowlab.core" in text and "### `core.ok.case`" in text
+    assert "| zero (baseline) |" in text and "theory [paper] (published)" in text
+    assert "abs_mean ↓" in text and "**error**" in text and "**skipped**" in text
+    png = tmp_path / "plots" / "core.ok.case.png"
+    assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_ratios_divide_shared_metrics_only():
+    out = ratios({"a": 2.0, "b": 1.0}, {"x": {"a": 4.0, "c": 1.0}, "y": {"c": 2.0}})
+    assert out == {"x": {"a": 0.5}}
+
+
+def test_selection_patterns():
+    names = lambda sel: [s.name for s in sel]  # noqa: E731
+    assert names(select(SCENARIOS, ["core.ok"], "quick")) == ["core.ok.case"]
+    assert names(select(SCENARIOS, ["core.*.case"], "full")) == [s.name for s in SCENARIOS]
+    assert names(select(SCENARIOS, ["boom,missing"], "quick")) == ["core.missing.case", "core.boom.case"]
+    with pytest.raises(SelectionError, match="no scenario matches"):
+        select(SCENARIOS, ["nosuchthing"], "quick")
+    with pytest.raises(SelectionError, match="unknown suite"):
+        select(SCENARIOS, None, "nope")
+
+
+def test_scenario_validates_its_declaration():
+    with pytest.raises(ValueError, match="name"):
+        Scenario(name="bad", package="core", method="m", run=_ok, variants={"quick": {}, "full": {}}, directions={})
+    with pytest.raises(ValueError, match="variants"):
+        Scenario(name="core.m.c", package="core", method="m", run=_ok, variants={"quick": {}}, directions={})
