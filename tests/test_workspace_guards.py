@@ -58,7 +58,9 @@ def test_datasets_imports_only_core():
 
 def test_namespace_has_no_init():
     for member in MEMBERS:
-        assert not (ROOT / member / "src/flowlab/__init__.py").exists(), f"{member}: flowlab must be a PEP 420 namespace"
+        assert not (ROOT / member / "src/flowlab/__init__.py").exists(), (
+            f"{member}: flowlab must be a PEP 420 namespace"
+        )
 
 
 def test_no_absolute_local_paths_in_project_files():

@@ -18,7 +18,14 @@ needs_data = pytest.mark.skipif(
 
 def test_catalogue_lists_every_shared_dataset_with_hashes():
     cat = fd.catalogue()
-    assert {"earth_sphere", "single_cell", "alanine_dipeptide", "dw4_lj13", "crowds", "syncogen_vocabulary"} <= set(cat)
+    assert {
+        "earth_sphere",
+        "single_cell",
+        "alanine_dipeptide",
+        "dw4_lj13",
+        "crowds",
+        "syncogen_vocabulary",
+    } <= set(cat)
     for entry in cat.values():
         assert entry.files and entry.licence and entry.citation
         assert all(len(h) == 64 and int(h, 16) >= 0 for h in entry.files.values())

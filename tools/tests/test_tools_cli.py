@@ -28,8 +28,17 @@ def test_help_lists_groups():
 def test_version_lists_every_member():
     res = CliRunner().invoke(app, ["--version"])
     assert res.exit_code == 0
-    for member in ("core", "vision-gen", "molecular", "rl-control", "biology-dynamics", "crowd-sim", "trust-ood",
-                   "datasets", "tools"):
+    for member in (
+        "core",
+        "vision-gen",
+        "molecular",
+        "rl-control",
+        "biology-dynamics",
+        "crowd-sim",
+        "trust-ood",
+        "datasets",
+        "tools",
+    ):
         assert f"flowlab-{member} " in res.output
 
 
@@ -53,7 +62,10 @@ def test_data_check_names_missing_variable():
     env = {k: v for k, v in os.environ.items() if k != "FLOWLAB_DATA"}
     res = subprocess.run(
         [sys.executable, "-c", "from flowlab.tools.cli import main; main()", "data", "check"],
-        capture_output=True, text=True, env=env, timeout=120,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
     )
     assert res.returncode != 0 and "FLOWLAB_DATA" in res.stdout
     assert "Traceback" not in res.stdout + res.stderr
@@ -70,7 +82,20 @@ def test_bench_writes_results_report_and_plot(tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert records and all(r["status"] == "ok" for r in records)
-    for key in ("name", "package", "method", "metrics", "baselines", "ratios", "wall_seconds", "peak_rss_mb",
-                "device", "seed", "config", "versions", "git_commit"):
+    for key in (
+        "name",
+        "package",
+        "method",
+        "metrics",
+        "baselines",
+        "ratios",
+        "wall_seconds",
+        "peak_rss_mb",
+        "device",
+        "seed",
+        "config",
+        "versions",
+        "git_commit",
+    ):
         assert key in records[0]
     assert (out / "report.md").is_file() and list((out / "plots").glob("*.png"))

@@ -50,7 +50,14 @@ SCENARIOS = [
 
 
 def test_runner_records_ok_skipped_and_error(tmp_path):
-    records = run_all(SCENARIOS, seeds=[0, 1], variant="quick", device=torch.device("cpu"), out_dir=tmp_path, data_root=tmp_path)
+    records = run_all(
+        SCENARIOS,
+        seeds=[0, 1],
+        variant="quick",
+        device=torch.device("cpu"),
+        out_dir=tmp_path,
+        data_root=tmp_path,
+    )
     status = {(r.name, r.seed): r.status for r in records}
     assert status[("core.ok.case", 0)] == "ok" and status[("core.ok.case", 1)] == "ok"
     assert status[("core.missing.case", 0)] == "skipped"
@@ -68,13 +75,29 @@ def test_runner_records_ok_skipped_and_error(tmp_path):
 
 
 def test_same_seed_reproduces(tmp_path):
-    a = run_all(SCENARIOS[:1], seeds=[3], variant="quick", device=torch.device("cpu"), out_dir=tmp_path, data_root=None)
-    b = run_all(SCENARIOS[:1], seeds=[3], variant="quick", device=torch.device("cpu"), out_dir=tmp_path, data_root=None)
+    a = run_all(
+        SCENARIOS[:1],
+        seeds=[3],
+        variant="quick",
+        device=torch.device("cpu"),
+        out_dir=tmp_path,
+        data_root=None,
+    )
+    b = run_all(
+        SCENARIOS[:1],
+        seeds=[3],
+        variant="quick",
+        device=torch.device("cpu"),
+        out_dir=tmp_path,
+        data_root=None,
+    )
     assert a[0].metrics == b[0].metrics
 
 
 def test_report_has_tables_and_plots(tmp_path):
-    records = run_all(SCENARIOS, seeds=[0, 1], variant="quick", device=torch.device("cpu"), out_dir=tmp_path, data_root=None)
+    records = run_all(
+        SCENARIOS, seeds=[0, 1], variant="quick", device=torch.device("cpu"), out_dir=tmp_path, data_root=None
+    )
     report = write_report([r.to_json() for r in records], tmp_path)
     text = report.read_text()
     assert "## flowlab.core" in text and "### `core.ok.case`" in text

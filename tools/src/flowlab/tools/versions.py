@@ -7,7 +7,17 @@ import subprocess
 from importlib.metadata import PackageNotFoundError, distributions, version
 from pathlib import Path
 
-KEY_LIBRARIES = ("torch", "numpy", "pot", "diffusers", "torch-geometric", "rdkit", "openmm", "gymnasium", "scanpy")
+KEY_LIBRARIES = (
+    "torch",
+    "numpy",
+    "pot",
+    "diffusers",
+    "torch-geometric",
+    "rdkit",
+    "openmm",
+    "gymnasium",
+    "scanpy",
+)
 
 
 def member_versions() -> dict[str, str]:

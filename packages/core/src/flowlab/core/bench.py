@@ -66,7 +66,9 @@ class Scenario:
     def __post_init__(self) -> None:
         parts = self.name.split(".")
         if len(parts) < 2 or parts[0] not in PACKAGE_PREFIXES:
-            raise ValueError(f"name: expected '<pkg>.<method>.<case>' with pkg in {PACKAGE_PREFIXES}, got {self.name!r}")
+            raise ValueError(
+                f"name: expected '<pkg>.<method>.<case>' with pkg in {PACKAGE_PREFIXES}, got {self.name!r}"
+            )
         missing = {"quick", "full"} - set(self.variants)
         if missing:
             raise ValueError(f"variants: scenario {self.name} lacks variant(s) {sorted(missing)}")

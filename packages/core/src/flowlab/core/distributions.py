@@ -26,9 +26,7 @@ def randn(
     if isinstance(generator, Sequence):
         if len(generator) != shape[0]:
             raise ValueError(f"generator: expected {shape[0]} per-sample generators, got {len(generator)}")
-        return torch.stack(
-            [torch.randn(tuple(shape[1:]), generator=g, device=device, dtype=dtype) for g in generator]
-        )
+        return torch.stack([torch.randn(tuple(shape[1:]), generator=g, device=device, dtype=dtype) for g in generator])
     return torch.randn(tuple(shape), generator=generator, device=device, dtype=dtype)
 
 

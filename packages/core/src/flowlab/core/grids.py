@@ -51,7 +51,7 @@ def logsnr_uniform(
     lam = schedule.log_snr(ends)
     if not bool(torch.isfinite(lam).all()):
         raise ValueError(
-            "t_start, t_end: log-SNR is infinite at an endpoint; pick endpoints strictly inside (0, 1) for this schedule"
+            "t_start, t_end: log-SNR is infinite at an endpoint; pick endpoints inside (0, 1) for this schedule"
         )
     lams = torch.linspace(float(lam[0]), float(lam[1]), n + 1, dtype=torch.float64)
     t = schedule.snr_inverse(torch.exp(lams))

@@ -133,7 +133,7 @@ class VP(Schedule):
         sigma2 = -torch.expm1(-self._integral(tau))
         sigma = torch.sqrt(sigma2)
         d_alpha = 0.5 * self.beta(tau) * alpha  # d/dt = -d/dtau
-        d_sigma = -alpha**2 * 0.5 * self.beta(tau) / sigma
+        d_sigma = -(alpha**2) * 0.5 * self.beta(tau) / sigma
         return ScheduleOutput(alpha, sigma, d_alpha, d_sigma)
 
     def snr_inverse(self, snr: torch.Tensor) -> torch.Tensor:
@@ -247,7 +247,8 @@ class DiscreteVP(Schedule):
         self._t = 1 - (torch.arange(self.num_steps, 0, -1, dtype=torch.float64)) / self.num_steps
 
     def __repr__(self) -> str:
-        return f"DiscreteVP(num_steps={self.num_steps}, alphas_cumprod=[{float(self.alphas_cumprod[0]):.5g} .. {float(self.alphas_cumprod[-1]):.5g}])"
+        first, last = float(self.alphas_cumprod[0]), float(self.alphas_cumprod[-1])
+        return f"DiscreteVP(num_steps={self.num_steps}, alphas_cumprod=[{first:.5g} .. {last:.5g}])"
 
     @classmethod
     def linear(cls, num_steps: int = 1000, beta_start: float = 1e-4, beta_end: float = 0.02) -> DiscreteVP:

@@ -29,7 +29,7 @@ class Prediction(enum.Enum):
 
 @runtime_checkable
 class VectorField(Protocol):
-    """A time-dependent field called with keywords: `field(x=x, t=t, **cond) -> (B, ...)` with `x: (B, ...)`, `t: (B,)`."""
+    """A time-dependent field called with keywords: `field(x=x, t=t, **cond) -> (B, ...)`, `x: (B, ...)`, `t: (B,)`."""
 
     def __call__(self, *, x: torch.Tensor, t: torch.Tensor, **cond: Any) -> torch.Tensor: ...
 

@@ -54,7 +54,13 @@ def _table(records: list[Record], running: str | None) -> Table:
     table = Table("scenario", "seed", "status", "wall s", "headline metrics", expand=False)
     for rec in records:
         style = _STATUS_STYLE[rec.status]
-        table.add_row(rec.name, str(rec.seed), f"[{style}]{rec.status}[/{style}]", f"{rec.wall_seconds:.1f}", _headline(rec))
+        table.add_row(
+            rec.name,
+            str(rec.seed),
+            f"[{style}]{rec.status}[/{style}]",
+            f"{rec.wall_seconds:.1f}",
+            _headline(rec),
+        )
     if running:
         table.add_row(running, "", "[cyan]running[/cyan]", "", "")
     return table
@@ -64,7 +70,9 @@ def _table(records: list[Record], running: str | None) -> Table:
 def bench(
     ctx: typer.Context,
     suite: str = typer.Option("quick", "--suite", help="quick (every scenario's quick variant) or full."),
-    only: list[str] = typer.Option(None, "--only", help="Scenario name, dotted prefix, substring or glob (repeatable)."),
+    only: list[str] = typer.Option(
+        None, "--only", help="Scenario name, dotted prefix, substring or glob (repeatable)."
+    ),
     list_: bool = typer.Option(False, "--list", help="List the selected scenarios and exit."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     seeds: int = typer.Option(1, "--seeds", help="Number of seeds per scenario (seeds 0..N-1)."),

@@ -135,7 +135,12 @@ def write_report(records: list[dict[str, Any]], folder: Path, *, title: str = "F
             seeds = sorted(r["seed"] for r in recs)
             wall = sum(r["wall_seconds"] for r in recs)
             peak = max(r["peak_rss_mb"] for r in recs)
-            lines += [f"### `{name}`", "", f"seeds {seeds}, {wall:.1f} s wall in total, peak RSS {peak:.0f} MB", ""]
+            lines += [
+                f"### `{name}`",
+                "",
+                f"seeds {seeds}, {wall:.1f} s wall in total, peak RSS {peak:.0f} MB",
+                "",
+            ]
             for r in recs:
                 if r["status"] != "ok":
                     lines.append(f"- seed {r['seed']}: **{r['status']}**: {r['message']}")
