@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import torch
 
-__all__ = ["BenchContext", "BenchResult", "DataMissing", "Scenario", "Timer", "require_file"]
+__all__ = ["BenchContext", "BenchResult", "Curve", "DataMissing", "Scenario", "Timer", "require_file"]
 
 PACKAGE_PREFIXES = ("core", "vision", "mol", "rl", "bio", "crowd", "trust")
 
@@ -37,16 +37,30 @@ class BenchContext:
 
 
 @dataclass(frozen=True)
+class Curve:
+    """A line plot the runner draws (so scenarios need no plotting library): label -> (xs, ys)."""
+
+    title: str
+    xlabel: str
+    ylabel: str
+    lines: Mapping[str, tuple[Sequence[float], Sequence[float]]]
+    logx: bool = False
+    logy: bool = False
+
+
+@dataclass(frozen=True)
 class BenchResult:
     """Our metrics, each baseline's metrics (measured in the same run) and published reference numbers.
 
-    `references` keys read "<method> [paper|code|unverified]". `plots` are PNG paths under `out_dir`.
+    `references` keys read "<method> [paper|code|unverified]". `plots` are PNG paths under `out_dir`; `curves` are
+    line plots for the runner to draw; `nfe` counts network evaluations where they matter.
     """
 
     metrics: Mapping[str, float]
     baselines: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     references: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     plots: Sequence[Path] = ()
+    curves: Sequence[Curve] = ()
     nfe: Mapping[str, int] = field(default_factory=dict)
 
 

@@ -112,6 +112,31 @@ def _plot(name: str, metrics: list[str], rows, directions: dict[str, str], path:
     return path
 
 
+def _plot_curve(name: str, curve: dict[str, Any], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    style = os.environ.get("FLOWLAB_PLOT_STYLE", "shared/plot_style.mplstyle")
+    if Path(style).is_file():
+        plt.style.use(style)
+    fig, ax = plt.subplots(figsize=(5.2, 3.6))
+    for label, (xs, ys) in curve["lines"].items():
+        ax.plot(xs, ys, marker="o", markersize=3, label=label)
+    ax.set_xscale("log" if curve.get("logx") else "linear")
+    ax.set_yscale("log" if curve.get("logy") else "linear")
+    ax.set_xlabel(curve["xlabel"])
+    ax.set_ylabel(curve["ylabel"])
+    ax.set_title(f"{name}: {curve['title']}", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def write_report(records: list[dict[str, Any]], folder: Path, *, title: str = "FlowLab benchmark report") -> Path:
     """Write report.md and plots/<scenario>.png into `folder`; return the report path."""
     folder = Path(folder)
@@ -158,6 +183,10 @@ def write_report(records: list[dict[str, Any]], folder: Path, *, title: str = "F
             plot = _plot(name, metrics, rows, directions, folder / "plots" / f"{name}.png")
             if plot is not None:
                 lines += [f"![{name}](plots/{plot.name})", ""]
+            first_ok = next((r for r in recs if r["status"] == "ok"), None)
+            for i, curve in enumerate(first_ok.get("curves", []) if first_ok else []):
+                png = _plot_curve(name, curve, folder / "plots" / f"{name}.curve{i}.png")
+                lines += [f"![{curve['title']}](plots/{png.name})", ""]
             extra = [p for r in recs for p in r.get("plots", [])]
             for p in extra[:4]:
                 rel = os.path.relpath(p, folder)

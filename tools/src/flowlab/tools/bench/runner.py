@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from flowlab.core.bench import BenchContext, BenchResult, DataMissing, Scenario
+from flowlab.core.bench import BenchContext, BenchResult, Curve, DataMissing, Scenario
 
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 _STATUS = Path("/proc/self/status")
@@ -37,6 +37,7 @@ class Record:
     directions: dict[str, str] = field(default_factory=dict)
     nfe: dict[str, int] = field(default_factory=dict)
     plots: list[str] = field(default_factory=list)
+    curves: list[dict[str, Any]] = field(default_factory=list)
     wall_seconds: float = 0.0
     peak_rss_mb: float = 0.0
     device: str = "cpu"
@@ -67,6 +68,11 @@ def _peak_rss_mb(reset_worked: bool) -> float:
 
 def _floats(metrics: Mapping[str, Any]) -> dict[str, float]:
     return {str(k): float(v) for k, v in metrics.items()}
+
+
+def _curve_json(curve: Curve) -> dict[str, Any]:
+    lines = {label: [[float(v) for v in xs], [float(v) for v in ys]] for label, (xs, ys) in curve.lines.items()}
+    return {**asdict(curve), "lines": lines}
 
 
 def ratios(metrics: Mapping[str, float], baselines: Mapping[str, Mapping[str, float]]) -> dict[str, dict[str, float]]:
@@ -137,6 +143,7 @@ def run_one(
         record.ratios = ratios(record.metrics, record.baselines)
         record.nfe = {k: int(v) for k, v in result.nfe.items()}
         record.plots = [str(Path(p)) for p in result.plots]
+        record.curves = [_curve_json(c) for c in result.curves]
     record.wall_seconds = time.perf_counter() - start
     record.peak_rss_mb = _peak_rss_mb(reset)
     return record

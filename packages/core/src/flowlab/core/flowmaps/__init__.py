@@ -1,7 +1,7 @@
-"""Two-time flow maps X_{s,t}: parametrisation with X_{s,s} = Id, teacher maps by integration, time-pair
-sampling.
+"""Two-time flow maps X_{s,t}: the parametrisation with X_{s,s} = Id, teacher maps by integration, time-pair
+sampling, and pi-Flow's network-free velocity policies (`policies`).
 
-The objectives that train them live in `flowlab.core.losses.flow_map`; any-step sampling is
+The objectives that train flow maps live in `flowlab.core.losses.flow_map`; any-step sampling is
 `flowlab.core.solvers.sample_flow_map`.
 """
 
@@ -14,13 +14,20 @@ from flowlab.core.flowmaps.base import (
     diagonal_velocity,
     sample_time_pairs,
 )
+from flowlab.core.flowmaps.policies import DXPolicy, GMPolicy, Policy, average_velocity, num_substeps, rollout
 
 __all__ = [
+    "DXPolicy",
     "DiagonalField",
     "FlowMapFromField",
+    "GMPolicy",
     "ParametrisedFlowMap",
+    "Policy",
     "TimePairs",
+    "average_velocity",
     "check_flow_map_inputs",
     "diagonal_velocity",
+    "num_substeps",
+    "rollout",
     "sample_time_pairs",
 ]

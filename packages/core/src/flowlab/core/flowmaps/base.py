@@ -17,6 +17,8 @@ from torch import nn
 from torch.func import jvp
 
 from flowlab.core.manifolds.base import Manifold
+from flowlab.core.solvers.manifold import solve_ode_on_manifold
+from flowlab.core.solvers.ode import solve_ode
 from flowlab.core.validation import check_tensor, check_time, expand_like
 
 __all__ = [
@@ -45,6 +47,8 @@ def check_flow_map_inputs(
     """
     check_tensor(x, x_name)
     if manifold is not None:
+        if not isinstance(manifold, Manifold):
+            raise ValueError(f"manifold: expected a flowlab.core.manifolds Manifold or None, got {manifold!r}")
         manifold.check_point(x, x_name)
     batch = int(x.shape[0])
     check_time(s, batch, "s")
@@ -76,9 +80,7 @@ class ParametrisedFlowMap(nn.Module):
         if not callable(net):
             raise ValueError(f"net: expected a callable network, got {type(net).__name__}")
         if manifold is not None and not isinstance(manifold, Manifold):
-            raise ValueError(
-                f"manifold: expected a flowlab.core.manifolds.Manifold, got {type(manifold).__name__}"
-            )
+            raise ValueError(f"manifold: expected a flowlab.core.manifolds.Manifold, got {type(manifold).__name__}")
         self.net = net
         self.manifold = manifold
 
@@ -108,6 +110,7 @@ def diagonal_velocity(flow_map: Any, *, x: torch.Tensor, t: torch.Tensor, **cond
     """
     if hasattr(flow_map, "velocity"):
         return flow_map.velocity(x=x, s=t, t=t, **cond)
+    t = t.contiguous()
     _, dx = jvp(lambda tau: flow_map(x=x, s=t, t=tau, **cond), (t,), (torch.ones_like(t),))
     return dx
 
@@ -147,24 +150,17 @@ class FlowMapFromField:
     flow through it; wrap calls in `torch.no_grad()` when it is a teacher.
     """
 
-    def __init__(
-        self, field: Any, steps: int, method: str = "heun", *, manifold: Manifold | None = None
-    ) -> None:
+    def __init__(self, field: Any, steps: int, method: str = "rk4", *, manifold: Manifold | None = None) -> None:
         if not callable(field):
             raise ValueError(f"field: expected a callable vector field, got {type(field).__name__}")
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise ValueError(f"steps: expected a positive integer, got {steps!r}")
         if manifold is not None and not isinstance(manifold, Manifold):
-            raise ValueError(
-                f"manifold: expected a flowlab.core.manifolds.Manifold, got {type(manifold).__name__}"
-            )
+            raise ValueError(f"manifold: expected a flowlab.core.manifolds.Manifold, got {type(manifold).__name__}")
         self.field, self.steps, self.method, self.manifold = field, steps, method, manifold
 
     def __call__(self, *, x: torch.Tensor, s: torch.Tensor, t: torch.Tensor, **cond: Any) -> torch.Tensor:
         """X_{s,t}(x): x: (B, ...), s, t: (B,) -> (B, ...)"""
-        from flowlab.core.solvers.manifold import solve_ode_on_manifold
-        from flowlab.core.solvers.ode import solve_ode
-
         check_flow_map_inputs(x, s, t, manifold=self.manifold)
         grid = torch.linspace(0.0, 1.0, self.steps + 1, device=x.device, dtype=x.dtype)
         field = _NormalisedTimeField(self.field, s, t)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.func import jvp
+import torch.func
 
 from flowlab.core.flowmaps.base import check_flow_map_inputs, diagonal_velocity
 from flowlab.core.manifolds.base import Manifold
@@ -38,20 +38,14 @@ __all__ = [
 _REDUCTIONS = ("mean", "sum", "none")
 
 
-def _check_options(
-    manifold: Manifold | None, reduction: str, weight: torch.Tensor | None, batch: int
-) -> None:
+def _check_options(manifold: Manifold | None, reduction: str, weight: torch.Tensor | None, batch: int) -> None:
     if manifold is not None and not isinstance(manifold, Manifold):
-        raise ValueError(
-            f"manifold: expected a flowlab.core.manifolds.Manifold or None, got {type(manifold).__name__}"
-        )
+        raise ValueError(f"manifold: expected a flowlab.core.manifolds.Manifold or None, got {type(manifold).__name__}")
     check_choice(reduction, _REDUCTIONS, "reduction")
     if weight is not None:
         check_tensor(weight, "weight")
         if weight.shape != (batch,):
-            raise ValueError(
-                f"weight: expected shape ({batch},) (one weight per sample), got {tuple(weight.shape)}"
-            )
+            raise ValueError(f"weight: expected shape ({batch},) (one weight per sample), got {tuple(weight.shape)}")
 
 
 def _check_map(flow_map: Any, name: str = "flow_map", *, velocity: bool = False) -> None:
@@ -65,6 +59,11 @@ def _check_like(value: torch.Tensor, x: torch.Tensor, name: str) -> None:
     check_tensor(value, name)
     if value.shape != x.shape:
         raise ValueError(f"{name}: expected shape {tuple(x.shape)} (like x_s), got {tuple(value.shape)}")
+
+
+def _jvp(fn: Any, primals: tuple, tangents: tuple) -> tuple[torch.Tensor, torch.Tensor]:
+    """`torch.func.jvp` on contiguous copies (expanded, stride-0 inputs cannot carry tangents)."""
+    return torch.func.jvp(fn, tuple(p.contiguous() for p in primals), tuple(v.contiguous() for v in tangents))
 
 
 def _sq_norm(manifold: Manifold | None, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -93,9 +92,7 @@ def _reduce(per_sample: torch.Tensor, weight: torch.Tensor | None, reduction: st
     return per_sample
 
 
-def _teacher_velocity(
-    flow_map: Any, teacher: Any, x: torch.Tensor, t: torch.Tensor, cond: dict
-) -> torch.Tensor:
+def _teacher_velocity(flow_map: Any, teacher: Any, x: torch.Tensor, t: torch.Tensor, cond: dict) -> torch.Tensor:
     """sg[v(x, t)] from `teacher(x=, t=)` or, when teacher is None, the flow map's own diagonal v_{t,t}."""
     with torch.no_grad():
         if teacher is None:
@@ -123,7 +120,7 @@ def lsd_loss(
     _check_map(flow_map)
     batch = check_flow_map_inputs(x_s, s, t, manifold=manifold, x_name="x_s", ordered=True)
     _check_options(manifold, reduction, weight, batch)
-    end, d_end = jvp(lambda tau: flow_map(x=x_s, s=s, t=tau, **cond), (t,), (torch.ones_like(t),))
+    end, d_end = _jvp(lambda tau: flow_map(x=x_s, s=s, t=tau, **cond), (t,), (torch.ones_like(t),))
     target = _teacher_velocity(flow_map, teacher, end.detach(), t, cond)
     return _reduce(_sq_norm(manifold, end, d_end - target), weight, reduction)
 
@@ -158,11 +155,11 @@ def esd_loss(
         v = manifold.proju(x_s, v)
     ones = torch.ones_like(s)
     if stopgrad == "none":
-        end, total = jvp(lambda x, sigma: flow_map(x=x, s=sigma, t=t, **cond), (x_s, s), (v, ones))
+        end, total = _jvp(lambda x, sigma: flow_map(x=x, s=sigma, t=t, **cond), (x_s, s), (v, ones))
     else:
-        end, d_s = jvp(lambda sigma: flow_map(x=x_s, s=sigma, t=t, **cond), (s,), (ones,))
+        end, d_s = _jvp(lambda sigma: flow_map(x=x_s, s=sigma, t=t, **cond), (s,), (ones,))
         with torch.no_grad():
-            _, push = jvp(lambda x: flow_map(x=x, s=s, t=t, **cond), (x_s,), (v,))
+            _, push = _jvp(lambda x: flow_map(x=x, s=s, t=t, **cond), (x_s,), (v,))
         total = d_s + push
     return _reduce(_sq_norm(manifold, end, total), weight, reduction)
 
@@ -231,9 +228,7 @@ def meanflow_target(
     _check_like(dx_s, x_s, "dx_s")
     _check_options(manifold, "none", None, batch)
     u_cond = dx_s if manifold is None else manifold.proju(x_s, dx_s)
-    u, du = jvp(
-        lambda x, sigma: flow_map.velocity(x=x, s=sigma, t=t, **cond), (x_s, s), (u_cond, torch.ones_like(s))
-    )
+    u, du = _jvp(lambda x, sigma: flow_map.velocity(x=x, s=sigma, t=t, **cond), (x_s, s), (u_cond, torch.ones_like(s)))
     target = (u_cond + expand_like(t - s, x_s) * du).detach()
     if manifold is not None:
         target = manifold.proju(x_s, target)

@@ -72,9 +72,7 @@ class Manifold(ABC):
         return x
 
     @abstractmethod
-    def random_base(
-        self, n: int, *, generator: torch.Generator | None = None, device=None, dtype=None
-    ) -> torch.Tensor:
+    def random_base(self, n: int, *, generator: torch.Generator | None = None, device=None, dtype=None) -> torch.Tensor:
         """n draws from the manifold's base (source) distribution: (n, ambient_dim)."""
 
     @abstractmethod
@@ -108,7 +106,7 @@ class Manifold(ABC):
         raise NotImplementedError(f"{self!r} has no origin / wrapped normal")
 
     def exp_log_det(self, r: torch.Tensor) -> torch.Tensor:
-        """log |det d exp_p| at a tangent vector of norm r (any shape); depends only on r on constant-curvature spaces."""
+        """log |det d exp_p| at a tangent vector of norm r (any shape); a function of r alone on constant curvature."""
         raise NotImplementedError(f"{self!r} has no closed-form exp Jacobian")
 
     def wrapped_log_prob(self, v: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:

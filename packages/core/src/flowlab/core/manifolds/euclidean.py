@@ -48,9 +48,7 @@ class Euclidean(Manifold):
         """Every finite point belongs: (B,)."""
         return torch.isfinite(x).all(dim=-1)
 
-    def random_base(
-        self, n: int, *, generator: torch.Generator | None = None, device=None, dtype=None
-    ) -> torch.Tensor:
+    def random_base(self, n: int, *, generator: torch.Generator | None = None, device=None, dtype=None) -> torch.Tensor:
         """N(0, I) draws: (n, d)."""
         return randn((check_count(n), self.dim), generator=generator, device=device, dtype=dtype)
 

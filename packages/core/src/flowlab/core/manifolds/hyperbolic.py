@@ -136,13 +136,13 @@ class PoincareBall(Manifold):
         """(d - 1) log(sinh(sqrt(c) r) / (sqrt(c) r))"""
         return (self.dim - 1) * log_sinh_over(math.sqrt(self.c) * r)
 
-    def random_base(
-        self, n: int, *, generator: Generators = None, device=None, dtype=None
-    ) -> torch.Tensor:
+    def random_base(self, n: int, *, generator: Generators = None, device=None, dtype=None) -> torch.Tensor:
         """Wrapped normal at 0 with scale `base_scale`: (n, d)."""
         return self._base(device, dtype).sample(n, generator=generator)
 
     def base_log_prob(self, x: torch.Tensor) -> torch.Tensor:
+        """Wrapped-normal log-density w.r.t. the Riemannian volume: (B, n) -> (B,)"""
+        self.check_point(x, "x")
         return self._base(x.device, x.dtype).log_prob(x)
 
     def _base(self, device, dtype) -> WrappedNormal:
@@ -228,13 +228,13 @@ class Lorentz(Manifold):
         """(d - 1) log(sinh(sqrt(c) r) / (sqrt(c) r))"""
         return (self.dim - 1) * log_sinh_over(math.sqrt(self.c) * r)
 
-    def random_base(
-        self, n: int, *, generator: Generators = None, device=None, dtype=None
-    ) -> torch.Tensor:
+    def random_base(self, n: int, *, generator: Generators = None, device=None, dtype=None) -> torch.Tensor:
         """Wrapped normal at the origin with scale `base_scale`: (n, d+1)."""
         return self._base(device, dtype).sample(n, generator=generator)
 
     def base_log_prob(self, x: torch.Tensor) -> torch.Tensor:
+        """Wrapped-normal log-density w.r.t. the Riemannian volume: (B, n) -> (B,)"""
+        self.check_point(x, "x")
         return self._base(x.device, x.dtype).log_prob(x)
 
     def _base(self, device, dtype) -> WrappedNormal:

@@ -65,8 +65,12 @@ class Simplex(Manifold):
         return 2 * s * self._sphere.logmap(s, self._root(y))
 
     def projx(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.clamp_min(SIMPLEX_EPS)
-        return x / x.sum(-1, keepdim=True)
+        """Coordinates <= 1e-8 become 1e-8 and the others are rescaled to make the sum 1 (idempotent)."""
+        low = x <= SIMPLEX_EPS
+        rest = torch.where(low, torch.zeros_like(x), x)
+        room = 1 - SIMPLEX_EPS * low.sum(-1, keepdim=True).to(x.dtype)
+        rest = rest * (room / rest.sum(-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny))
+        return torch.where(low, torch.full_like(x, SIMPLEX_EPS), rest)
 
     def proju(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """Fisher-Rao orthogonal projection onto {sum u = 0}: u - (sum u) x."""
@@ -84,9 +88,7 @@ class Simplex(Manifold):
         tol = self.atol if atol is None else atol
         return ((x.sum(-1) - 1).abs() <= tol) & (x >= -tol).all(dim=-1)
 
-    def random_uniform(
-        self, n: int, *, generator: Generators = None, device=None, dtype=None
-    ) -> torch.Tensor:
+    def random_uniform(self, n: int, *, generator: Generators = None, device=None, dtype=None) -> torch.Tensor:
         """Fisher-Rao uniform draws, i.e. Dirichlet(1/2): squared normalised Gaussians, (n, K)."""
         z = randn((check_count(n), self.ambient_dim), generator=generator, device=device, dtype=dtype)
         z = z * z

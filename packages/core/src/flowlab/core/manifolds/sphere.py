@@ -13,8 +13,9 @@ __all__ = ["Sphere", "windings_for"]
 
 
 def windings_for(scale: torch.Tensor) -> int:
-    """How many 2*pi windings a wrapped Gaussian of standard deviation `scale` needs (mass beyond ~10 sigma dropped)."""
-    return int(math.ceil(10.0 * float(scale.max()) / (2 * math.pi)))
+    """How many 2 pi windings a wrapped Gaussian of standard deviation `scale` needs: winding j has its preimages at
+    tangent radius >= 2 pi j - pi, so it is kept while that is under 10 sigma (0 for sigma < pi / 10)."""
+    return math.floor((10.0 * float(scale.max()) + math.pi) / (2 * math.pi))
 
 
 class Sphere(Manifold):
@@ -83,9 +84,7 @@ class Sphere(Manifold):
         """log |S^d| = log(2 pi^((d+1)/2) / Gamma((d+1)/2)); log 4 pi for S^2."""
         return log_sphere_volume(self.dim)
 
-    def random_base(
-        self, n: int, *, generator: torch.Generator | None = None, device=None, dtype=None
-    ) -> torch.Tensor:
+    def random_base(self, n: int, *, generator: torch.Generator | None = None, device=None, dtype=None) -> torch.Tensor:
         return self.random_uniform(n, generator=generator, device=device, dtype=dtype)
 
     def base_log_prob(self, x: torch.Tensor) -> torch.Tensor:
@@ -111,8 +110,9 @@ class Sphere(Manifold):
 
     def wrapped_log_prob(self, v: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         """Exact wrapped-normal density: sums over every preimage a w (a = r + 2 pi j, w = v / r, |j| <= windings)
-        of N(a w) / |sin a / a|^(d-1). The k=0 term is the single-chart closed form log N(v) - (d-1) log(sin r / r);
-        for d >= 2 the other terms make the density (integrably) singular at the mean and its antipode."""
+        of N(a w) / |sin a / a|^(d-1). The j=0 term is the single-chart closed form log N(v) - (d-1) log(sin r / r),
+        the whole answer when scale < pi / 10. For d >= 2 the other terms make the density (integrably) singular at
+        the mean (and every term at the antipode): there the result is large but finite (sin r is floored at `tiny`)."""
         k = windings_for(scale)
         r = v.norm(dim=-1)
         w = v / torch.where(r > 0, r, torch.ones_like(r)).unsqueeze(-1)

@@ -51,7 +51,9 @@ class WrappedNormal:
     def sample(self, n: int, *, generator: Generators = None) -> torch.Tensor:
         """n draws on the mean's device and dtype: (n, ambient_dim)."""
         m = self.manifold
-        w = self.scale * randn((check_count(n), m.dim), generator=generator, device=self.mean.device, dtype=self.mean.dtype)
+        w = self.scale * randn(
+            (check_count(n), m.dim), generator=generator, device=self.mean.device, dtype=self.mean.dtype
+        )
         origin, mean = self._origin.expand(n, -1), self.mean.expand(n, -1)
         return m.expmap(mean, m.transp(origin, mean, m.origin_frame(w)))
 

@@ -47,9 +47,7 @@ class DiTBlock(nn.Module):
         self.mlp = mlp
         self.modulation = zero_init(nn.Linear(dim, 6 * dim))
 
-    def forward(
-        self, x: torch.Tensor, c: torch.Tensor, *, attn_mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, c: torch.Tensor, *, attn_mask: torch.Tensor | None = None) -> torch.Tensor:
         check_tensor(x, "x", finite=False)
         if x.dim() != 3 or x.shape[-1] != self.dim:
             raise ValueError(f"x: expected shape (B, N, {self.dim}), got {tuple(x.shape)}")
@@ -122,9 +120,7 @@ class DiT(nn.Module):
         _check_positive_int(depth, "depth")
         self.image_size, self.patch = image_size, patch
         self.in_channels = _check_positive_int(in_channels, "in_channels")
-        self.out_channels = (
-            in_channels if out_channels is None else _check_positive_int(out_channels, "out_channels")
-        )
+        self.out_channels = in_channels if out_channels is None else _check_positive_int(out_channels, "out_channels")
         self.cond_dim = _check_positive_int(cond_dim, "cond_dim", allow_zero=True)
         self.grid = image_size // patch
         self.patchify = nn.Conv2d(in_channels, dim, patch, stride=patch)
@@ -142,9 +138,7 @@ class DiT(nn.Module):
         check_tensor(x, "x", finite=False)
         size = self.image_size
         if tuple(x.shape[1:]) != (self.in_channels, size, size):
-            raise ValueError(
-                f"x: expected shape (B, {self.in_channels}, {size}, {size}), got {tuple(x.shape)}"
-            )
+            raise ValueError(f"x: expected shape (B, {self.in_channels}, {size}, {size}), got {tuple(x.shape)}")
         b = x.shape[0]
         check_time_shape(t, b, "t")
         c = self.time_embed(t.to(x.dtype))

@@ -60,9 +60,7 @@ class EGNNLayer(nn.Module):
             nn.Linear(hidden, hidden),
             activation(act),
         )
-        self.phi_h = nn.Sequential(
-            nn.Linear(h_dim + hidden, hidden), activation(act), nn.Linear(hidden, h_dim)
-        )
+        self.phi_h = nn.Sequential(nn.Linear(h_dim + hidden, hidden), activation(act), nn.Linear(hidden, h_dim))
         if update_coords:
             last = nn.Linear(hidden, 1, bias=False)
             nn.init.xavier_uniform_(last.weight, gain=1e-3)  # small initial coordinate steps
@@ -82,20 +80,14 @@ class EGNNLayer(nn.Module):
         if x.dim() != 2 or x.shape[0] != h.shape[0]:
             raise ValueError(f"x: expected shape ({h.shape[0]}, n) matching h, got {tuple(x.shape)}")
         if not isinstance(edge_index, torch.Tensor) or edge_index.dim() != 2 or edge_index.shape[0] != 2:
-            shape = (
-                tuple(edge_index.shape) if isinstance(edge_index, torch.Tensor) else type(edge_index).__name__
-            )
+            shape = tuple(edge_index.shape) if isinstance(edge_index, torch.Tensor) else type(edge_index).__name__
             raise ValueError(f"edge_index: expected shape (2, E), got {shape}")
         if edge_index.dtype != torch.long:
             raise ValueError(f"edge_index: expected dtype torch.long, got {edge_index.dtype}")
         n_edges = edge_index.shape[1]
         if self.edge_dim:
             if not isinstance(edge_attr, torch.Tensor) or tuple(edge_attr.shape) != (n_edges, self.edge_dim):
-                shape = (
-                    tuple(edge_attr.shape)
-                    if isinstance(edge_attr, torch.Tensor)
-                    else type(edge_attr).__name__
-                )
+                shape = tuple(edge_attr.shape) if isinstance(edge_attr, torch.Tensor) else type(edge_attr).__name__
                 raise ValueError(f"edge_attr: expected shape ({n_edges}, {self.edge_dim}), got {shape}")
         elif edge_attr is not None:
             raise ValueError("edge_attr: given to a layer built with edge_dim=0")

@@ -24,9 +24,7 @@ _BLOCK_PAIRS = 1 << 22
 def _check_inputs(pos: torch.Tensor, batch: torch.Tensor | None, block_pairs: int) -> torch.Tensor:
     check_tensor(pos, "pos", min_dim=2)
     if pos.dim() != 2 or not pos.is_floating_point():
-        raise ValueError(
-            f"pos: expected a floating tensor of shape (N, D), got {pos.dtype} {tuple(pos.shape)}"
-        )
+        raise ValueError(f"pos: expected a floating tensor of shape (N, D), got {pos.dtype} {tuple(pos.shape)}")
     if batch is None:
         batch = torch.zeros(pos.shape[0], dtype=torch.long, device=pos.device)
     if not isinstance(batch, torch.Tensor) or tuple(batch.shape) != (pos.shape[0],):

@@ -62,14 +62,10 @@ class _UNet(nn.Module):
     ) -> None:
         super().__init__()
         self.in_channels = _check_positive_int(in_channels, "in_channels")
-        self.out_channels = (
-            in_channels if out_channels is None else _check_positive_int(out_channels, "out_channels")
-        )
+        self.out_channels = in_channels if out_channels is None else _check_positive_int(out_channels, "out_channels")
         channels = tuple(channels)
         if not channels or not all(isinstance(c, int) and c > 0 for c in channels):
-            raise ValueError(
-                f"channels: expected a non-empty sequence of positive integers, got {channels!r}"
-            )
+            raise ValueError(f"channels: expected a non-empty sequence of positive integers, got {channels!r}")
         self.channels = channels
         _check_positive_int(num_res_blocks, "num_res_blocks")
         self.cond_dim = _check_positive_int(cond_dim, "cond_dim", allow_zero=True)
@@ -93,9 +89,7 @@ class _UNet(nn.Module):
         self.down_blocks, self.downsample = nn.ModuleList(), nn.ModuleList()
         width = channels[0]
         for i, c in enumerate(channels):
-            self.down_blocks.append(
-                nn.ModuleList([block(width if j == 0 else c, c) for j in range(num_res_blocks)])
-            )
+            self.down_blocks.append(nn.ModuleList([block(width if j == 0 else c, c) for j in range(num_res_blocks)]))
             width = c
             if i < len(channels) - 1:
                 self.downsample.append(conv(c, c, 3, stride=2, padding=1))
@@ -120,9 +114,7 @@ class _UNet(nn.Module):
             raise ValueError(f"x: expected shape (B, {self.in_channels}, {spatial}), got {tuple(x.shape)}")
         factor = 2 ** (len(self.channels) - 1)
         if any(n % factor for n in x.shape[2:]):
-            raise ValueError(
-                f"x: spatial size {tuple(x.shape[2:])} must be divisible by {factor} (2^(levels-1))"
-            )
+            raise ValueError(f"x: spatial size {tuple(x.shape[2:])} must be divisible by {factor} (2^(levels-1))")
         batch = x.shape[0]
         check_time_shape(t, batch, "t")
         emb = self.time_embed(t.to(x.dtype))

@@ -26,9 +26,7 @@ class PreconditionerCoefficients:
 
 
 def _check_positive(value: float, name: str, *, allow_zero: bool = False) -> float:
-    ok = (
-        isinstance(value, (int, float)) and math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
-    )
+    ok = isinstance(value, (int, float)) and math.isfinite(value) and (value >= 0 if allow_zero else value > 0)
     if not ok:
         raise ValueError(
             f"{name}: expected a finite {'non-negative' if allow_zero else 'positive'} number, got {value!r}"
@@ -48,9 +46,7 @@ class _Preconditioner(nn.Module):
     def __init__(self, net: nn.Module, sigma_data: float = 0.5) -> None:
         super().__init__()
         if not callable(net):
-            raise ValueError(
-                f"net: expected a callable network net(x=, t=, **cond), got {type(net).__name__}"
-            )
+            raise ValueError(f"net: expected a callable network net(x=, t=, **cond), got {type(net).__name__}")
         self.net = net
         self.sigma_data = _check_positive(sigma_data, "sigma_data")
 
@@ -133,9 +129,7 @@ class ClassifierFreeGuidance(nn.Module):
             raise ValueError("null_cond: expected a non-empty mapping from condition names to tensors")
         for key, value in null_cond.items():
             if key in ("x", "t") or not isinstance(value, torch.Tensor):
-                raise ValueError(
-                    f"null_cond[{key!r}]: expected a tensor for a condition keyword other than x and t"
-                )
+                raise ValueError(f"null_cond[{key!r}]: expected a tensor for a condition keyword other than x and t")
         self.field, self.scale, self.null_cond = field, float(scale), dict(null_cond)
 
     def forward(self, *, x: torch.Tensor, t: torch.Tensor, **cond: Any) -> torch.Tensor:
@@ -159,9 +153,7 @@ class ClassifierFreeGuidance(nn.Module):
     def _null(self, key: str, value: torch.Tensor, batch: int) -> torch.Tensor:
         if not isinstance(value, torch.Tensor) or value.dim() == 0 or value.shape[0] != batch:
             shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-            raise ValueError(
-                f"{key}: expected a tensor with batch size {batch} (a guided condition), got {shape}"
-            )
+            raise ValueError(f"{key}: expected a tensor with batch size {batch} (a guided condition), got {shape}")
         null = self.null_cond[key].to(device=value.device, dtype=value.dtype)
         if null.shape == value.shape:
             return null

@@ -11,6 +11,7 @@ a crash never leaves a half-written checkpoint where `latest_checkpoint` would f
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -76,10 +77,8 @@ def _git_sha() -> str | None:
 
 def _versions() -> dict[str, str]:
     versions = {"python": platform.python_version(), "torch": torch.__version__}
-    try:
+    with contextlib.suppress(metadata.PackageNotFoundError):
         versions["flowlab-core"] = metadata.version("flowlab-core")
-    except metadata.PackageNotFoundError:
-        pass
     return versions
 
 
@@ -173,9 +172,7 @@ def save_checkpoint(
             weights[key] = obj.state_dict()
             meta[key] = {"class": _qualname(obj)}
     if ema is not None:
-        meta["ema"].update(
-            decay=ema.decay, half_life_samples=ema.half_life_samples, warmup_steps=ema.warmup_steps
-        )
+        meta["ema"].update(decay=ema.decay, half_life_samples=ema.half_life_samples, warmup_steps=ema.warmup_steps)
 
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
@@ -205,9 +202,7 @@ def _resolve(path: str | os.PathLike[str]) -> Path:
         return path
     latest = latest_checkpoint(path)
     if latest is None:
-        raise FileNotFoundError(
-            f"path: no checkpoint at {path} (expected {WEIGHTS} or step-* folders holding one)"
-        )
+        raise FileNotFoundError(f"path: no checkpoint at {path} (expected {WEIGHTS} or step-* folders holding one)")
     return latest
 
 

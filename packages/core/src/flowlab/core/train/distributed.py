@@ -62,7 +62,7 @@ def _default_device(local_rank: int) -> torch.device:
 
 
 def dist_info() -> DistInfo:
-    """This process's `DistInfo` without initialising anything (rank 0 of 1 when no process group is set up)."""
+    """This process's `DistInfo`, initialising nothing (rank 0 of 1 when no process group is set up)."""
     if not is_distributed():
         return DistInfo(rank=0, world_size=1, local_rank=0, device=_default_device(0), is_main=True)
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -160,9 +160,7 @@ def shard_batch(batch: Any, *, rank: int | None = None, world_size: int | None =
     rank = info.rank if rank is None else rank
     world_size = info.world_size if world_size is None else world_size
     if world_size < 1 or not (0 <= rank < world_size):
-        raise ValueError(
-            f"rank, world_size: expected 0 <= rank < world_size, got rank={rank}, world_size={world_size}"
-        )
+        raise ValueError(f"rank, world_size: expected 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
     size = _batch_size(batch)
     if size % world_size:
         raise ValueError(f"batch: global batch size {size} is not divisible by the world size {world_size}")

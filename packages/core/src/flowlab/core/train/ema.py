@@ -17,8 +17,7 @@ __all__ = ["EMA"]
 
 
 class EMA:
-    """Shadow copy `w_ema <- d * w_ema + (1 - d) * w` of a model's floating-point parameters; buffers are
-    copied.
+    """Average `w_ema <- d * w_ema + (1 - d) * w` of a model's floating-point parameters (buffers copied).
 
     Give exactly one of `decay` (a fixed d per update, in [0, 1)) or `half_life_samples` (EDM2-style: with a
     batch of b samples, d = 0.5 ** (b / half_life_samples), so after `half_life_samples` samples the average
@@ -50,9 +49,7 @@ class EMA:
         self.warmup_steps = warmup_steps
         self.num_updates = 0
         params, buffers = self._tensors()
-        self.shadow: dict[str, torch.Tensor] = {
-            name: t.detach().clone() for name, t in {**params, **buffers}.items()
-        }
+        self.shadow: dict[str, torch.Tensor] = {name: t.detach().clone() for name, t in {**params, **buffers}.items()}
 
     def _tensors(self) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         # Looked up on every use: `Module.to` replaces buffer tensors, so cached references would go stale.
@@ -79,16 +76,14 @@ class EMA:
         params, buffers = self._tensors()
         names = list(params)
         if names:
-            torch._foreach_lerp_(
-                [self.shadow[n] for n in names], [params[n].detach() for n in names], 1.0 - d
-            )
+            torch._foreach_lerp_([self.shadow[n] for n in names], [params[n].detach() for n in names], 1.0 - d)
         for name, b in buffers.items():
             self.shadow[name].copy_(b)
         self.num_updates += 1
 
     @contextmanager
     def swap(self) -> Iterator[nn.Module]:
-        """Put the averaged weights into the model for the body of the `with` (evaluation), then restore them."""
+        """Put the averaged weights into the model for the body of the `with` (evaluation), then restore."""
         params, buffers = self._tensors()
         targets = {**params, **buffers}
         with torch.no_grad():
@@ -114,9 +109,7 @@ class EMA:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore the average saved by `state_dict`; names and shapes must match this model."""
         if not isinstance(state, Mapping) or "shadow" not in state or "num_updates" not in state:
-            raise ValueError(
-                "state: expected a mapping with 'shadow' and 'num_updates' (from EMA.state_dict)"
-            )
+            raise ValueError("state: expected a mapping with 'shadow' and 'num_updates' (from EMA.state_dict)")
         shadow = state["shadow"]
         if set(shadow) != set(self.shadow):
             missing, extra = set(self.shadow) - set(shadow), set(shadow) - set(self.shadow)

@@ -1,5 +1,4 @@
-"""`fit`: a plain training loop with gradient accumulation, clipping, EMA, checkpoint/resume, progress and
-DDP.
+"""`fit`: a plain training loop with accumulation, clipping, EMA, checkpoint/resume, progress and DDP.
 
 Data. `data` is either a callable `data(step, generator) -> batch` (step: the 0-based index of the optimiser
 step about to be taken) or an iterable of batches (an infinite iterator, a list or a DataLoader; a re-iterable
@@ -89,27 +88,26 @@ def _positive_int(value: Any, name: str) -> int:
 
 def _batches(data: Any, generator: torch.Generator, start: int) -> Iterator[Any]:
     if isinstance(data, torch.Tensor):
-        raise ValueError(
-            "data: a tensor is not a stream of batches; pass itertools.repeat(batch) or a callable"
-        )
-    if isinstance(data, Iterable):
-        if iter(data) is data:  # one-shot iterator
-            yield from data
-            return
-        for _ in itertools.count():
-            empty = True
-            for batch in data:
-                empty = False
-                yield batch
-            if empty:
-                raise ValueError("data: the iterable yields no batches")
-    elif callable(data):
-        for step in itertools.count(start):
-            yield data(step, generator)
-    else:
-        raise ValueError(
-            f"data: expected an iterable of batches or a callable data(step, generator), got {data!r}"
-        )
+        raise ValueError("data: a tensor is not a stream of batches; pass itertools.repeat(batch) or a callable")
+    if isinstance(data, Iterator):  # one-shot: used as it is
+        return data
+    if isinstance(data, Iterable):  # re-iterable (list, DataLoader): cycled
+        return _cycle(data)
+    if callable(data):
+        return (data(step, generator) for step in itertools.count(start))
+    raise ValueError(
+        f"data: expected batches (an iterable) or a callable data(step, generator), not {type(data).__name__}"
+    )
+
+
+def _cycle(data: Iterable[Any]) -> Iterator[Any]:
+    while True:
+        empty = True
+        for batch in data:
+            empty = False
+            yield batch
+        if empty:
+            raise ValueError("data: the iterable yields no batches")
 
 
 def _scalar(value: Any, device: torch.device, dtype: torch.dtype, name: str) -> torch.Tensor:
@@ -126,9 +124,7 @@ def _micro_batches(batch: Any, accumulate: int, size: int) -> list[tuple[Any, in
     if accumulate == 1:
         return [(batch, size)]
     if size < accumulate:
-        raise ValueError(
-            f"accumulate: {accumulate} micro-batches need a batch of at least {accumulate}, got {size}"
-        )
+        raise ValueError(f"accumulate: {accumulate} micro-batches need a batch of at least {accumulate}, got {size}")
     bounds = [round(i * size / accumulate) for i in range(accumulate + 1)]
     return [(_map_batch(lambda t, a=a, b=b: t[a:b], batch), b - a) for a, b in itertools.pairwise(bounds)]
 
@@ -182,9 +178,7 @@ def fit(
     if not isinstance(optimizer, torch.optim.Optimizer):
         raise ValueError(f"optimizer: expected a torch.optim.Optimizer, got {type(optimizer).__name__}")
     if lr_schedule is not None and not (hasattr(lr_schedule, "step") and hasattr(lr_schedule, "state_dict")):
-        raise ValueError(
-            "lr_schedule: expected a torch.optim.lr_scheduler.LRScheduler (with step and state_dict)"
-        )
+        raise ValueError("lr_schedule: expected a torch.optim.lr_scheduler.LRScheduler (with step and state_dict)")
     if ema is not None and not isinstance(ema, EMA):
         raise ValueError(f"ema: expected a flowlab.core.train.EMA, got {type(ema).__name__}")
     if grad_clip is not None and not (grad_clip > 0 and math.isfinite(grad_clip)):
@@ -245,6 +239,7 @@ def fit(
             config=config,
         )
 
+    stream = _batches(data, generator, step)
     history: list[dict[str, float]] = []
     last_logs: dict[str, float] = {}
     keys: list[str] | None = None
@@ -259,7 +254,6 @@ def fit(
         disable=not (progress and info.is_main),
         dynamic_ncols=True,
     )
-    stream = _batches(data, generator, step)
     try:
         while not done():
             try:
@@ -315,7 +309,7 @@ def fit(
                 logged = {
                     "step": step,
                     "samples_seen": samples_seen,
-                    "lr": optimizer.param_groups[0]["lr"],
+                    "lr": float(optimizer.param_groups[0]["lr"]),
                     **logged,
                 }
                 sums, steps_since_log = None, 0
@@ -323,9 +317,7 @@ def fit(
                 last_logs = logged
                 if info.is_main:
                     logger.info(
-                        " | ".join(
-                            f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}" for k, v in logged.items()
-                        )
+                        " | ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}" for k, v in logged.items())
                     )
                 bar.set_postfix(loss=f"{logged['loss']:.4g}", refresh=False)
             bar.update(1 if steps is not None else min(global_batch, samples - bar.n))
@@ -347,18 +339,14 @@ def fit(
     )
 
 
-def _reduce_logs(
-    sums: torch.Tensor, keys: list[str], count: int, world_size: int, clipped: bool
-) -> dict[str, float]:
+def _reduce_logs(sums: torch.Tensor, keys: list[str], count: int, world_size: int, clipped: bool) -> dict[str, float]:
     """All-reduce the metric sums, check every rank saw as many samples, and average over steps and ranks."""
-    # With L_r the samples rank r handled since the last log, W * sum(L_r^2) == (sum L_r)^2 iff all L_r are equal;
-    # every rank sees the same sums, so all of them decide alike (no rank is left waiting in a collective).
+    # With L_r the samples rank r handled since the last log, W * sum(L_r^2) == (sum L_r)^2 iff all L_r are
+    # equal; every rank sees the same sums, so all decide alike (no rank is left waiting in a collective).
     local = sums[-1:]
     *metrics, n, n2 = all_reduce_sum(torch.cat([sums, local * local])).tolist()
     if world_size > 1 and abs(world_size * n2 - n * n) > 0.5:
-        raise ValueError(
-            "data: ranks supplied different batch sizes; each must supply an equal share of the batch"
-        )
+        raise ValueError("data: ranks supplied different batch sizes; each must supply an equal share of the batch")
     metrics = [m / (count * world_size) for m in metrics]
     out = {"loss": metrics[0]}
     if clipped:
