@@ -64,7 +64,7 @@ def test_convert_round_trips(schedule, source, target):
 
 
 def test_every_schedule_gives_the_same_score_on_gaussian_data():
-    """Data N(0, s^2 I): the marginal at noise level r = sigma/alpha is N(0, alpha^2 (s^2 + r^2)), whatever the schedule;
+    """Data N(0, s^2 I): at noise level r = sigma/alpha the marginal is N(0, alpha^2 (s^2 + r^2)) for any schedule;
     the exact denoiser E[x_1 | x_t] converted to a score must equal the closed-form score."""
     s2 = 0.7**2
     x = torch.randn(16, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))

@@ -22,9 +22,7 @@ def _mixture(schedule, *, full: bool = True) -> GaussianMixture:
     means = torch.tensor([[1.0, -0.5, 0.3], [-1.5, 1.0, 0.0], [0.2, 2.0, -1.0]], dtype=F64)
     if full:
         a = torch.tensor([[[0.6, 0.2, 0.0], [0.1, 0.5, 0.1], [0.0, 0.3, 0.4]]], dtype=F64).expand(3, 3, 3)
-        covs = a @ a.transpose(-1, -2) + torch.tensor([0.05, 0.2, 0.1], dtype=F64)[:, None, None] * torch.eye(
-            3
-        )
+        covs = a @ a.transpose(-1, -2) + torch.tensor([0.05, 0.2, 0.1], dtype=F64)[:, None, None] * torch.eye(3)
     else:
         covs = torch.tensor([[0.3, 0.5, 0.2], [0.1, 0.1, 0.4], [0.6, 0.2, 0.3]], dtype=F64)
     return GaussianMixture(torch.tensor([0.5, 0.3, 0.2], dtype=F64), means, covs, schedule)
@@ -256,9 +254,7 @@ def test_bad_inputs_name_the_argument():
     with pytest.raises(ValueError, match="mu_0, mu_1"):
         GaussianToGaussian(torch.zeros(2), torch.ones(2), torch.zeros(3), torch.ones(3))
     with pytest.raises(ValueError, match="cov_1"):
-        GaussianToGaussian(
-            torch.zeros(2), torch.ones(2), torch.zeros(2), torch.tensor([[1.0, 2.0], [0.0, 1.0]])
-        )
+        GaussianToGaussian(torch.zeros(2), torch.ones(2), torch.zeros(2), torch.tensor([[1.0, 2.0], [0.0, 1.0]]))
     gm = GaussianMixture.ring(8)
     with pytest.raises(ValueError, match="x"):
         gm.score(torch.zeros(4, 3), torch.zeros(4))

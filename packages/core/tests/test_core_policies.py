@@ -13,6 +13,15 @@ from flowlab.core.testing.analytic import GaussianToGaussian
 F64 = torch.float64
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Every tensor here is small: intra-op threads only add contention on a shared CPU."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def _gaussian_policy(problem_mean: torch.Tensor, c: float, x_src: torch.Tensor, t_src: torch.Tensor) -> GMPolicy:
     """The exact K = 1 policy for data N(m, c I) and source N(0, I): x_1 | x_src is Gaussian with precision
     1/c + t²/σ² and mean (m/c + t x_src / σ²) / precision (σ = 1 - t)."""

@@ -318,9 +318,8 @@ class SampledOTCoupling(_OTCoupling):
 class SinkhornCoupling(_OTCoupling):
     """Entropic OT (`ot.sinkhorn`, uniform weights), then n pairs sampled from the plan with replacement.
 
-    reg: entropic regularisation, relative to the cost's maximum when `normalize_cost=True` (the cost is
-    divided by its maximum before solving). `method`: POT's solver, "sinkhorn" or, for small reg,
-    "sinkhorn_log".
+    reg: entropic regularisation, relative to the cost's maximum when `normalize_cost=True` (the cost is divided
+    by its maximum before solving). `method`: POT's solver, "sinkhorn" or, for small reg, "sinkhorn_log".
     """
 
     def __init__(
@@ -447,8 +446,9 @@ class UnbalancedOTCoupling(_WithCost):
         blocks = math.ceil(max(n0, n1) / self.chunk)
         if blocks > min(n0, n1):
             raise ValueError(f"chunk: {blocks} blocks need at least that many points on each side, got {n0}, {n1}")
-        rows = torch.randperm(n0, generator=generator).tensor_split(blocks)
-        cols = torch.randperm(n1, generator=generator).tensor_split(blocks)
+        on = generator.device if generator is not None else "cpu"
+        rows = torch.randperm(n0, generator=generator, device=on).cpu().tensor_split(blocks)
+        cols = torch.randperm(n1, generator=generator, device=on).cpu().tensor_split(blocks)
         G = np.zeros((n0, n1))
         for r, c in zip(rows, cols):
             r_np, c_np = r.numpy(), c.numpy()

@@ -36,7 +36,7 @@ class VectorField(Protocol):
 
 @runtime_checkable
 class FlowMap(Protocol):
-    """A two-time map `X(x=x_s, s=s, t=t, **cond) -> x_t` transporting `x: (B, ...)` from time `s: (B,)` to `t: (B,)`."""
+    """A two-time map `X(x=x_s, s=s, t=t, **cond) -> x_t`, transporting `x: (B, ...)` from `s: (B,)` to `t: (B,)`."""
 
     def __call__(self, *, x: torch.Tensor, s: torch.Tensor, t: torch.Tensor, **cond: Any) -> torch.Tensor: ...
 

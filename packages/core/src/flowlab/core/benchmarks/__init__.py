@@ -1,5 +1,5 @@
 """The core's benchmark scenarios, registered under the `flowlab.benchmarks` entry point."""
 
-from flowlab.core.benchmarks import ot_coupling, sampler_overhead, solvers
+from flowlab.core.benchmarks import likelihood, ot_coupling, sampler_overhead, solvers
 
-SCENARIOS = (solvers.SCENARIO, sampler_overhead.SCENARIO, ot_coupling.SCENARIO)
+SCENARIOS = (solvers.SCENARIO, likelihood.SCENARIO, sampler_overhead.SCENARIO, ot_coupling.SCENARIO)

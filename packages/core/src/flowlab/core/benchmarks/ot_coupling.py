@@ -59,10 +59,10 @@ def run(ctx: BenchContext) -> BenchResult:
             sk = SinkhornCoupling(cfg["sinkhorn_reg"])
             best = fastest_seconds(
                 {
-                    "ours": lambda: coupling.pair(x0, x1),
-                    "pot": lambda: _raw_pot(x0, x1),
+                    "ours": lambda x0=x0, x1=x1: coupling.pair(x0, x1),
+                    "pot": lambda x0=x0, x1=x1: _raw_pot(x0, x1),
                     "step": _train_step(net, x1, ctx),
-                    "sinkhorn": lambda sk=sk: sk.pair(x0, x1, generator=ctx.generator),
+                    "sinkhorn": lambda sk=sk, x0=x0, x1=x1: sk.pair(x0, x1, generator=ctx.generator),
                 },
                 device=ctx.device,
                 repeats=repeats,

@@ -38,8 +38,10 @@ def run(ctx: BenchContext) -> BenchResult:
     lines, base_lines = {}, {}
     with torch.inference_mode():
         for method, stages in STAGES.items():
-            errs = [error(solve_ode(field, x0, grids.uniform(n, dtype=dtype, device=ctx.device), method=method))
-                    for n in steps]
+            errs = [
+                error(solve_ode(field, x0, grids.uniform(n, dtype=dtype, device=ctx.device), method=method))
+                for n in steps
+            ]
             nfe = [n * stages for n in steps]
             metrics[f"order_{method}"] = empirical_order(errs, nfe=nfe)
             metrics[f"err_{method}@{nfe[-1]}nfe"] = errs[-1]

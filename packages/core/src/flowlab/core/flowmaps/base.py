@@ -1,5 +1,4 @@
-"""Two-time flow maps X_{s,t}: the exact-identity parametrisation, a teacher map by ODE integration, time
-pairs.
+"""Two-time flow maps X_{s,t}: the exact-identity parametrisation, a teacher map by integration, time pairs.
 
 A flow map transports a point x_s at time s to where the probability-flow ODE carries it at time t (s <= t in
 core time, t=1 data). With X_{s,t}(x) = x + (t - s) v_{s,t}(x) (Euclidean) or exp_x((t - s) proj_x v_{s,t}(x))
@@ -116,8 +115,7 @@ def diagonal_velocity(flow_map: Any, *, x: torch.Tensor, t: torch.Tensor, **cond
 
 
 class DiagonalField:
-    """Adapter: the instantaneous velocity v_{t,t} of a flow map, called as a vector field `field(x=x, t=t,
-    **cond)`."""
+    """Adapter: a flow map's instantaneous velocity v_{t,t} as a vector field `field(x=x, t=t, **cond)`."""
 
     def __init__(self, flow_map: Any) -> None:
         if not callable(flow_map):
@@ -129,8 +127,7 @@ class DiagonalField:
 
 
 class _NormalisedTimeField:
-    """The field of the ODE on the shared grid u in [0, 1] for per-sample intervals [s, t]: (t - s) v(x,
-    lerp(s, t, u))."""
+    """The ODE on the shared grid u in [0, 1] for per-sample intervals [s, t]: (t - s) v(x, lerp(s, t, u))."""
 
     def __init__(self, field: Any, s: torch.Tensor, t: torch.Tensor) -> None:
         self.field, self.s, self.t = field, s, t
@@ -142,8 +139,7 @@ class _NormalisedTimeField:
 
 
 class FlowMapFromField:
-    """A teacher flow map by integration: X_{s,t}(x) solves dx/dτ = v(x, τ) from τ = s to τ = t for each
-    sample.
+    """A teacher flow map by integration: X_{s,t}(x) solves dx/dτ = v(x, τ) from τ = s to τ = t per sample.
 
     Per-sample intervals share one normalised grid u in [0, 1] (time s + u (t - s)) of `steps` steps of
     `method` (the names `solve_ode` accepts, or `solve_ode_on_manifold` when `manifold` is given). Gradients
@@ -169,8 +165,7 @@ class FlowMapFromField:
         return solve_ode_on_manifold(field, x, grid, manifold=self.manifold, method=self.method, **cond)
 
     def velocity(self, *, x: torch.Tensor, s: torch.Tensor, t: torch.Tensor, **cond: Any) -> torch.Tensor:
-        """v_{s,t}(x) = (X_{s,t}(x) - x) / (t - s) (log_x X / (t - s) on a manifold), and v(x, t) where s =
-        t."""
+        """v_{s,t}(x) = (X_{s,t}(x) - x) / (t - s) (log_x X / (t - s) on a manifold); v(x, t) where s = t."""
         end = self(x=x, s=s, t=t, **cond)
         gap = expand_like(t - s, x)
         safe = torch.where(gap == 0, torch.ones_like(gap), gap)
@@ -180,8 +175,7 @@ class FlowMapFromField:
 
 @dataclass(frozen=True)
 class TimePairs:
-    """Time pairs for flow-map training: s, t: (B,) with s <= t; diagonal: (B,) bool marks s == t (the FM
-    term)."""
+    """Time pairs for flow-map training: s, t: (B,) with s <= t; diagonal: (B,) bool marks s == t (FM term)."""
 
     s: torch.Tensor
     t: torch.Tensor

@@ -135,10 +135,24 @@ def log_likelihood(
     _check_field(field)
     x = _check_points(x, "x", manifold)
     return _solve(
-        field, x, grid, decreasing=True, source=source, method=method, divergence=divergence,
-        num_probes=num_probes, probe=probe, generator=generator, manifold=manifold, adaptive=adaptive, atol=atol,
-        rtol=rtol, force=force, return_trajectory=return_trajectory, cond=cond,
-    )  # fmt: skip
+        field,
+        x,
+        grid,
+        decreasing=True,
+        source=source,
+        method=method,
+        divergence=divergence,
+        num_probes=num_probes,
+        probe=probe,
+        generator=generator,
+        manifold=manifold,
+        adaptive=adaptive,
+        atol=atol,
+        rtol=rtol,
+        force=force,
+        return_trajectory=return_trajectory,
+        cond=cond,
+    )
 
 
 def sample_with_log_likelihood(
@@ -168,16 +182,46 @@ def sample_with_log_likelihood(
     _check_field(field)
     x_0 = _check_points(x_0, "x_0", manifold)
     return _solve(
-        field, x_0, grid, decreasing=False, source=source, method=method, divergence=divergence,
-        num_probes=num_probes, probe=probe, generator=generator, manifold=manifold, adaptive=adaptive, atol=atol,
-        rtol=rtol, force=force, return_trajectory=return_trajectory, cond=cond,
-    )  # fmt: skip
+        field,
+        x_0,
+        grid,
+        decreasing=False,
+        source=source,
+        method=method,
+        divergence=divergence,
+        num_probes=num_probes,
+        probe=probe,
+        generator=generator,
+        manifold=manifold,
+        adaptive=adaptive,
+        atol=atol,
+        rtol=rtol,
+        force=force,
+        return_trajectory=return_trajectory,
+        cond=cond,
+    )
 
 
 def _solve(
-    field, x, grid, *, decreasing, source, method, divergence, num_probes, probe, generator, manifold, adaptive,
-    atol, rtol, force, return_trajectory, cond,
-):  # fmt: skip
+    field,
+    x,
+    grid,
+    *,
+    decreasing,
+    source,
+    method,
+    divergence,
+    num_probes,
+    probe,
+    generator,
+    manifold,
+    adaptive,
+    atol,
+    rtol,
+    force,
+    return_trajectory,
+    cond,
+):
     log_density = _log_density(source, manifold)
     if not isinstance(adaptive, bool):
         raise ValueError(f"adaptive: expected a bool, got {adaptive!r}")
@@ -323,8 +367,7 @@ def _check_points(x: torch.Tensor, name: str, manifold: Manifold | None) -> torc
     if not x.is_floating_point():
         raise ValueError(f"{name}: expected a floating-point tensor, got {x.dtype}")
     if manifold is not None:
-        if not isinstance(manifold, Manifold):
-            raise ValueError(f"manifold: expected a flowlab.core.manifolds Manifold, got {type(manifold).__name__}")
+        riemannian_geometry(manifold)  # an unsupported manifold is named before its points are checked
         manifold.check_point(x, name)
     return x
 

@@ -162,6 +162,8 @@ def riemannian_geometry(manifold: Manifold | None) -> tuple[Manifold, Correction
     """None for flat space (no manifold); else the manifold and its volume-density correction (None if zero)."""
     if manifold is None:
         return None
+    if not isinstance(manifold, Manifold):
+        raise ValueError(f"manifold: expected a flowlab.core.manifolds Manifold, got {type(manifold).__name__}")
     return manifold, _correction(manifold)
 
 
@@ -198,7 +200,6 @@ def _check_inputs(field: Callable[..., torch.Tensor], x: torch.Tensor, t: torch.
         raise ValueError(f"field: expected a callable field(x=..., t=...), got {type(field).__name__}")
     check_tensor(x, "x", min_dim=2)
     if manifold is not None:
-        if not isinstance(manifold, Manifold):
-            raise ValueError(f"manifold: expected a flowlab.core.manifolds Manifold, got {type(manifold).__name__}")
+        riemannian_geometry(manifold)  # an unsupported manifold is named before its points are checked
         manifold.check_point(x, "x")
     check_time(t, x.shape[0])

@@ -1,18 +1,35 @@
-"""Training objectives: flow matching (Euclidean, Riemannian, bridge), denoising (DSM, EDM).
-
-The lead adds the other helpers' objectives here:
-  from flowlab.core.losses.discrete import masked_diffusion_loss
-  from flowlab.core.losses.flow_map import (...the flow-map objectives...)
-"""
+"""Training objectives: flow matching (Euclidean, Riemannian, bridge), denoising (DSM, EDM), the masked-diffusion
+NELBO, and the flow-map objectives (Lagrangian, Eulerian, progressive, MeanFlow, consistency), each written once
+for any manifold."""
 
 from flowlab.core.losses.denoising import denoising_score_loss, edm_loss, edm_weight
+from flowlab.core.losses.discrete import masked_diffusion_loss
+from flowlab.core.losses.flow_map import (
+    MeanFlowTarget,
+    consistency_loss,
+    diagonal_fm_loss,
+    esd_loss,
+    lsd_loss,
+    meanflow_loss,
+    meanflow_target,
+    psd_loss,
+)
 from flowlab.core.losses.flow_matching import bridge_loss, flow_matching_loss, riemannian_flow_matching_loss
 
 __all__ = [
+    "MeanFlowTarget",
     "bridge_loss",
+    "consistency_loss",
     "denoising_score_loss",
+    "diagonal_fm_loss",
     "edm_loss",
     "edm_weight",
+    "esd_loss",
     "flow_matching_loss",
+    "lsd_loss",
+    "masked_diffusion_loss",
+    "meanflow_loss",
+    "meanflow_target",
+    "psd_loss",
     "riemannian_flow_matching_loss",
 ]

@@ -1,5 +1,4 @@
-"""Flow-map objectives, each written once for flat space and for any `Manifold` (the GFM losses are these
-functions).
+"""Flow-map objectives, written once for flat space and any `Manifold` (the GFM losses are these functions).
 
 Core time: s <= t, t = 1 data. `flow_map(x=x, s=s, t=t, **cond) -> X_{s,t}(x)`; objectives that need the
 two-time velocity v_{s,t} (MeanFlow, the diagonal FM term, self-distillation teachers) call
@@ -138,8 +137,7 @@ def esd_loss(
     reduction: str = "mean",
     **cond: Any,
 ) -> torch.Tensor:
-    """Eulerian self-distillation ‖∂_s X_{s,t}(x_s) + dX_{s,t}(x_s)[v_{s,s}(x_s)]‖² (tangent at X =
-    X_{s,t}(x_s)).
+    """Eulerian self-distillation ‖∂_s X_{s,t}(x_s) + dX_{s,t}(x_s)[v_{s,s}(x_s)]‖² (tangent at X_{s,t}(x_s)).
 
     x_s: (B, ...), s, t: (B,) with s <= t; the velocity v_{s,s} is always a teacher (sg), from `teacher(x=,
     t=)` or the map's own diagonal. `stopgrad="pushforward"` (default) also stops the gradient through the
@@ -176,8 +174,7 @@ def psd_loss(
     reduction: str = "mean",
     **cond: Any,
 ) -> torch.Tensor:
-    """Progressive (shortcut / semigroup) self-distillation d²(X_{s,t}(x_s), sg[X_{u,t}(X_{s,u}(x_s))]), u =
-    (s+t)/2.
+    """Progressive (shortcut, semigroup) self-distillation d²(X_{s,t}(x_s), sg[X_{u,t}(X_{s,u}(x_s))]), u=(s+t)/2.
 
     x_s: (B, ...), s, t: (B,) with s <= t. `teacher`: the flow map that makes the two half jumps (e.g. an EMA
     copy); None uses `flow_map` itself. No derivatives are taken.
@@ -197,8 +194,7 @@ def psd_loss(
 
 @dataclass(frozen=True)
 class MeanFlowTarget:
-    """velocity: the model's v_{s,t}(x_s) (with its graph); target: the detached MeanFlow target. Both (B,
-    ...)."""
+    """velocity: the model's v_{s,t}(x_s) (with its graph); target: the detached MeanFlow target; (B, ...)."""
 
     velocity: torch.Tensor
     target: torch.Tensor
@@ -265,8 +261,7 @@ def diagonal_fm_loss(
     reduction: str = "mean",
     **cond: Any,
 ) -> torch.Tensor:
-    """Flow matching on the diagonal: ‖v_{t,t}(x_t) − dx_t‖² at x_t (Riemannian FM on a geodesic path
-    sample)."""
+    """Flow matching on the diagonal: ‖v_{t,t}(x_t) − dx_t‖² at x_t (Riemannian FM on a geodesic path sample)."""
     _check_map(flow_map)
     if not isinstance(sample, PathSample):
         raise ValueError(f"sample: expected a PathSample, got {type(sample).__name__}")

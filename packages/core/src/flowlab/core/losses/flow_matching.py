@@ -27,8 +27,7 @@ def reduce_loss(per_sample: torch.Tensor, *, weight: torch.Tensor | None, reduct
         check_tensor(weight, "weight")
         if weight.shape != per_sample.shape:
             raise ValueError(
-                f"weight: expected shape {tuple(per_sample.shape)} (one weight per sample), "
-                f"got {tuple(weight.shape)}"
+                f"weight: expected shape {tuple(per_sample.shape)} (one weight per sample), got {tuple(weight.shape)}"
             )
         per_sample = per_sample * weight
     if reduction == "mean":
@@ -57,9 +56,8 @@ def flow_matching_loss(
 ) -> torch.Tensor:
     """||v_theta - dx_t||^2 per sample.
 
-    prediction: (B, ...) the model's velocity at (sample.x_t, sample.t); sample: a PathSample (target
-    sample.dx_t) or the target velocity itself (B, ...); weight: (B,) -> scalar, or (B,) with
-    reduction="none".
+    prediction: (B, ...) the model's velocity at (sample.x_t, sample.t); sample: a PathSample (target sample.dx_t)
+    or the target velocity itself (B, ...); weight: (B,) -> scalar, or (B,) with reduction="none".
     """
     target = sample.dx_t if isinstance(sample, PathSample) else sample
     if not isinstance(target, torch.Tensor):
@@ -82,9 +80,7 @@ def riemannian_flow_matching_loss(
     GeodesicPath); weight: (B,).
     """
     if not isinstance(manifold, Manifold):
-        raise ValueError(
-            f"manifold: expected a flowlab.core.manifolds.Manifold, got {type(manifold).__name__}"
-        )
+        raise ValueError(f"manifold: expected a flowlab.core.manifolds.Manifold, got {type(manifold).__name__}")
     if not isinstance(sample, PathSample):
         raise ValueError(f"sample: expected a PathSample, got {type(sample).__name__}")
     check_prediction(v, sample.dx_t, "v")

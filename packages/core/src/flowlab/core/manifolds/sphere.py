@@ -37,7 +37,11 @@ class Sphere(Manifold):
         self.ambient_dim = d + 1
 
     def expmap(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        n = u.norm(dim=-1, keepdim=True)
+        # the norm through a double `where`: finite first and second derivatives at u = 0 (flow maps take
+        # forward-mode JVPs through exp at zero-length steps and backpropagate through them)
+        sq = (u * u).sum(-1, keepdim=True)
+        positive = sq > 0
+        n = torch.where(positive, torch.sqrt(torch.where(positive, sq, torch.ones_like(sq))), torch.zeros_like(sq))
         return self.projx(torch.cos(n) * x + sin_over(n) * u)
 
     def logmap(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

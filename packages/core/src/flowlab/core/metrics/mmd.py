@@ -25,15 +25,12 @@ def _check_samples(x: torch.Tensor, y: torch.Tensor) -> None:
 
 def _cost(manifold: Manifold | None):
     if manifold is not None and not isinstance(manifold, Manifold):
-        raise ValueError(
-            f"manifold: expected a flowlab.core.manifolds.Manifold or None, got {type(manifold).__name__}"
-        )
+        raise ValueError(f"manifold: expected a flowlab.core.manifolds.Manifold or None, got {type(manifold).__name__}")
     return "sqeuclidean" if manifold is None else manifold
 
 
 def _weights(w: torch.Tensor | None, n: int, like: torch.Tensor, name: str) -> torch.Tensor:
-    """Probability weights (n,): uniform when None, else checked (non-negative, positive sum) and
-    normalised."""
+    """Probability weights (n,): uniform when None, else checked (non-negative, positive sum) and normalised."""
     if w is None:
         return torch.full((n,), 1.0 / n, device=like.device, dtype=like.dtype)
     check_tensor(w, name)

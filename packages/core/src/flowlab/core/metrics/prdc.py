@@ -43,9 +43,7 @@ def precision_recall_knn(real: torch.Tensor, fake: torch.Tensor, *, k: int = 3, 
     check_tensor(real, "real")
     check_tensor(fake, "fake")
     if real.shape[1:] != fake.shape[1:]:
-        raise ValueError(
-            f"fake: expected feature shape {tuple(real.shape[1:])} like real, got {tuple(fake.shape[1:])}"
-        )
+        raise ValueError(f"fake: expected feature shape {tuple(real.shape[1:])} like real, got {tuple(fake.shape[1:])}")
     if not isinstance(k, int) or not 1 <= k < min(real.shape[0], fake.shape[0]):
         raise ValueError(f"k: expected 1 <= k < min(N, M) = {min(real.shape[0], fake.shape[0])}, got {k!r}")
     if not isinstance(block, int) or block < 1:

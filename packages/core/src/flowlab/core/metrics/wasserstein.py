@@ -96,9 +96,8 @@ def sinkhorn_distance(
     method: str = "sinkhorn",
     num_iter_max: int = 1000,
 ) -> torch.Tensor:
-    """Entropic OT: (<G_reg, d^p>)^(1/p) with G_reg the Sinkhorn plan at regularisation `reg` (in units of
-    d^p), the transport cost without the entropy term. `method`: POT's "sinkhorn" or, for small reg,
-    "sinkhorn_log"."""
+    """Entropic OT: (<G_reg, d^p>)^(1/p) with G_reg the Sinkhorn plan at regularisation `reg` (in units of d^p),
+    the transport cost without the entropy term. `method`: POT's "sinkhorn" or, for small reg, "sinkhorn_log"."""
     x, y = _samples(x, y)
     p = _check_p(p)
     if not (isinstance(reg, int | float) and math.isfinite(reg) and reg > 0):

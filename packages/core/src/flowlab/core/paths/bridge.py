@@ -37,9 +37,7 @@ class BridgePathSample(PathSample):
     score: torch.Tensor
 
 
-def _check_endpoints(
-    x_0: torch.Tensor, x_1: torch.Tensor, t: torch.Tensor, noise: torch.Tensor | None
-) -> None:
+def _check_endpoints(x_0: torch.Tensor, x_1: torch.Tensor, t: torch.Tensor, noise: torch.Tensor | None) -> None:
     check_tensor(x_0, "x_0")
     check_tensor(x_1, "x_1")
     batch = check_same_batch(x_0=x_0, x_1=x_1)
@@ -78,8 +76,7 @@ class BridgePath:
         return f"BridgePath({self.sigma if self.var_fn is None else self.var_fn!r})"
 
     def _schedule(self, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """t: (B,) -> (r, dr/dt, std, dstd/dt), each (B,): weight of x_1 in the mean, noise std, and their
-        rates."""
+        """t: (B,) -> (r, dr/dt, std, dstd/dt), each (B,): weight of x_1 in the mean, noise std, and their rates."""
         if self.var_fn is None:
             root = torch.sqrt(t * (1 - t))
             return t, torch.ones_like(t), self.sigma * root, self.sigma * (1 - 2 * t) / (2 * root)
@@ -100,15 +97,10 @@ class BridgePath:
         generator: Generators = None,
         noise: torch.Tensor | None = None,
     ) -> BridgePathSample:
-        """x_0, x_1: (B, ...), t: (B,) in [0, 1] -> BridgePathSample; `noise` (B, ...) replaces z ~ N(0,
-        I)."""
+        """x_0, x_1: (B, ...), t: (B,) in [0, 1] -> BridgePathSample; `noise` (B, ...) replaces z ~ N(0, I)."""
         _check_endpoints(x_0, x_1, t, noise)
         t = t.to(x_1.dtype).clamp(self.eps, 1 - self.eps)
-        z = (
-            noise
-            if noise is not None
-            else randn(x_1.shape, generator=generator, device=x_1.device, dtype=x_1.dtype)
-        )
+        z = noise if noise is not None else randn(x_1.shape, generator=generator, device=x_1.device, dtype=x_1.dtype)
         r, dr, std, dstd = (expand_like(v, x_1) for v in self._schedule(t))
         x_t = (1 - r) * x_0 + r * x_1 + std * z
         dx_t = dr * (x_1 - x_0) + dstd * z
@@ -124,9 +116,7 @@ class AugmentedBridgePath:
 
     def __init__(self, sigma: float, *, source_noise: float = 1e-2, eps: float = _EPS) -> None:
         if not (isinstance(source_noise, int | float) and math.isfinite(source_noise) and source_noise >= 0):
-            raise ValueError(
-                f"source_noise: expected a non-negative standard deviation, got {source_noise!r}"
-            )
+            raise ValueError(f"source_noise: expected a non-negative standard deviation, got {source_noise!r}")
         self.bridge = BridgePath(sigma, eps=eps)
         self.sigma = self.bridge.sigma
         self.source_noise = float(source_noise)

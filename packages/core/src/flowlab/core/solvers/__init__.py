@@ -1,7 +1,10 @@
 """Samplers: fixed-step and adaptive ODE solvers with inversion, Euler-Maruyama SDEs, the EDM sampler, manifold
-ODEs and flow-map sampling. Solvers of one family share one signature, so swapping a sampler is one word."""
+ODEs, flow-map sampling, DDIM / DPM-Solver++ diffusion sampling with inversion, and CTMC sampling of discrete
+paths. Solvers of one family share one signature, so swapping a sampler is one word."""
 
 from flowlab.core.solvers.adaptive import ADAPTIVE_METHODS, AdaptiveSolution, solve_ode_adaptive
+from flowlab.core.solvers.ctmc import solve_ctmc
+from flowlab.core.solvers.diffusion import Inversion, MultistepHistory, ddim_step, dpmpp_step, invert, sample_diffusion
 from flowlab.core.solvers.edm import edm_sample
 from flowlab.core.solvers.flowmap import sample_flow_map
 from flowlab.core.solvers.manifold import MANIFOLD_METHODS, solve_ode_on_manifold
@@ -16,18 +19,25 @@ __all__ = [
     "STEPPERS",
     "AdaptiveSolution",
     "Diffusion",
+    "Inversion",
     "JVPState",
+    "MultistepHistory",
     "StepInfo",
     "Stepper",
     "Trajectory",
+    "ddim_step",
+    "dpmpp_step",
     "edm_sample",
     "euler",
     "heun",
+    "invert",
     "invert_ode",
     "jvp_euler",
     "midpoint",
     "rk4",
+    "sample_diffusion",
     "sample_flow_map",
+    "solve_ctmc",
     "solve_ode",
     "solve_ode_adaptive",
     "solve_ode_on_manifold",

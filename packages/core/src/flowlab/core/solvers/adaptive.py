@@ -33,11 +33,15 @@ class AdaptiveSolution:
 class _CountingField(nn.Module):
     """torchdiffeq's `func(t, y)` (t a 0-d tensor) as a keyword call of the field with t: (B,), counting calls.
 
-    A module, so that the adjoint finds the field's parameters when the field is itself a module."""
+    A module, so that the adjoint finds the field's parameters when the field is a module or a bound method of
+    one."""
 
     def __init__(self, field: Callable[..., torch.Tensor], ones: torch.Tensor, cond: Mapping[str, Any]) -> None:
         super().__init__()
         self.field = field
+        owner = getattr(field, "__self__", None)
+        if isinstance(owner, nn.Module):
+            self.owner = owner
         self.ones = ones
         self.cond = dict(cond)
         self.nfe = 0
@@ -63,7 +67,8 @@ def solve_ode_adaptive(
 
     x_init: (B, ...); t_span: (T,) strictly monotone times in [0, 1] (at least the two ends; the state is reported
     at each); method: one of `ADAPTIVE_METHODS`; adjoint: backpropagate with the adjoint method (memory O(1) in
-    the steps; the field's parameters are found when the field is an `nn.Module`); options: passed to torchdiffeq.
+    the steps; the field's parameters are found when the field is an `nn.Module` or a bound method of one);
+    options: passed to torchdiffeq.
     """
     check_choice(method, ADAPTIVE_METHODS, "method")
     if not callable(field):

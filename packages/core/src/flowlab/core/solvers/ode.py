@@ -7,11 +7,13 @@ from typing import Any
 
 import torch
 
-from flowlab.core.solvers.steppers import STEPPERS, JVPState, Stepper, jvp_euler
+from flowlab.core.solvers.steppers import STEPPERS, JVPState, Stepper, euler, heun, jvp_euler, midpoint, rk4
 from flowlab.core.solvers.trajectory import StepInfo, Trajectory, batched_times, check_callback, run_grid
 from flowlab.core.validation import check_choice, check_grid, check_tensor
 
 __all__ = ["invert_ode", "solve_ode"]
+
+_TENSOR_STEPPERS = (euler, midpoint, heun, rk4)
 
 
 def _resolve_stepper(method: str | Stepper) -> Stepper:
@@ -24,17 +26,17 @@ def _resolve_stepper(method: str | Stepper) -> Stepper:
 
 def _check_state(x_init: Any, stepper: Stepper, name: str) -> torch.Tensor:
     """Validate the initial state; returns the tensor that fixes the batch size, device and dtype."""
-    if stepper is jvp_euler:
-        if not isinstance(x_init, JVPState):
-            raise ValueError(f"{name}: method 'jvp_euler' needs a JVPState(x, tangent), got {type(x_init).__name__}")
+    if isinstance(x_init, JVPState):
+        if stepper in _TENSOR_STEPPERS:
+            raise ValueError(f"{name}: a JVPState needs method='jvp_euler' (or a stepper written for it)")
         check_tensor(x_init.x, f"{name}.x")
         check_tensor(x_init.tangent, f"{name}.tangent")
         if x_init.tangent.shape != x_init.x.shape:
             shapes = f"{tuple(x_init.tangent.shape)} vs {tuple(x_init.x.shape)}"
             raise ValueError(f"{name}.tangent: expected the shape of {name}.x, got {shapes}")
         return x_init.x
-    if isinstance(x_init, JVPState):
-        raise ValueError(f"{name}: a JVPState needs method='jvp_euler'")
+    if stepper is jvp_euler:
+        raise ValueError(f"{name}: method 'jvp_euler' needs a JVPState(x, tangent), got {type(x_init).__name__}")
     return check_tensor(x_init, name)
 
 

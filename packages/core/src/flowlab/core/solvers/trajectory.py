@@ -8,15 +8,16 @@ from typing import Any
 
 import torch
 
-__all__ = ["StepInfo", "Trajectory"]
+__all__ = ["StepInfo", "Trajectory", "batched_times", "check_callback", "run_grid"]
 
 
 @dataclass(frozen=True)
 class Trajectory:
     """The states a solver visited.
 
-    times: (N + 1,) the grid (for `edm_sample`, the noise levels sigma); states: (N + 1, B, ...) with
-    states[0] the initial state and states[-1] the result (a `JVPState` of stacked tensors for `jvp_euler`).
+    times: (N + 1,) the grid (for `edm_sample`, the noise levels sigma) on the states' device and dtype;
+    states: (N + 1, B, ...) with states[0] the initial state and states[-1] the result (a `JVPState` of
+    stacked tensors for `jvp_euler`).
     """
 
     times: torch.Tensor
@@ -75,7 +76,7 @@ def run_grid(
             callback(StepInfo(i, times[i], times[i + 1], x))
     if states is None:
         return x
-    return Trajectory(times=grid, states=_stack(states))
+    return Trajectory(times=grid.to(device=times[0].device, dtype=times[0].dtype), states=_stack(states))
 
 
 def check_callback(callback: Any) -> None:

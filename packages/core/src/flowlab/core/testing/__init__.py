@@ -1,1 +1,15 @@
-"""The shipped test kit: analytic problems with exact answers, convergence-order asserts, devices, a pytest plugin."""
+"""The shipped test kit: analytic problems with exact answers, convergence-order asserts, devices, a pytest plugin
+(no-network guard, `device` fixture, `gpu` marker)."""
+
+from flowlab.core.testing.analytic import GaussianMixture, GaussianToGaussian
+from flowlab.core.testing.asserts import assert_convergence_order, assert_moments_close, empirical_order
+from flowlab.core.testing.devices import available_devices
+
+__all__ = [
+    "GaussianMixture",
+    "GaussianToGaussian",
+    "assert_convergence_order",
+    "assert_moments_close",
+    "available_devices",
+    "empirical_order",
+]

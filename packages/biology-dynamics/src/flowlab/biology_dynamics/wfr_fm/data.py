@@ -1,0 +1,142 @@
+"""Time-course single-cell data as AnnData: CSV loaders for `$FLOWLAB_DATA/single_cell` and input validation.
+
+An AnnData holds one cell per row, its observation time in `.obs[time_key]` and an embedding in `.obsm[use_rep]`
+(or `.X` with use_rep="X"). Cells carry unit mass: the counts per time point carry the growth, so time points are
+never subsampled to equal sizes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import torch
+
+__all__ = [
+    "SINGLE_CELL_FILES",
+    "TimeSeries",
+    "load_single_cell",
+    "read_time_series_csv",
+    "time_series_from_adata",
+]
+
+#: data set name -> file under $FLOWLAB_DATA/single_cell
+SINGLE_CELL_FILES = {"emt": "emt.csv", "simulation_gene_data": "simulation_gene_data.csv", "dygen": "dygen.csv"}
+
+
+def read_time_series_csv(path: str | os.PathLike[str], *, time_col: str = "samples") -> ad.AnnData:
+    """Read a `samples,x1..xd` CSV into an AnnData: X and obsm["X_emb"] (n, d) float32, obs["time"] float.
+
+    obs names are "cell<row>" in file order (rows are not reordered).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"path: time-series CSV not found: {path}")
+    frame = pd.read_csv(path)
+    if time_col not in frame.columns:
+        raise ValueError(f"time_col: column {time_col!r} not in {path.name} (columns {list(frame.columns)})")
+    features = [c for c in frame.columns if c != time_col]
+    if not features:
+        raise ValueError(f"path: {path.name} has no feature columns besides {time_col!r}")
+    X = frame[features].to_numpy(dtype=np.float32)
+    obs = pd.DataFrame({"time": frame[time_col].to_numpy(dtype=np.float64)}, index=[f"cell{i}" for i in range(len(X))])
+    adata = ad.AnnData(X=X, obs=obs, var=pd.DataFrame(index=features))
+    adata.obsm["X_emb"] = X.copy()
+    adata.uns["source"] = {"file": path.name, "time_col": time_col}
+    return adata
+
+
+def load_single_cell(name: str, root: str | os.PathLike[str] | None = None) -> ad.AnnData:
+    """One of the shared time courses ("emt", "simulation_gene_data", "dygen") from `<root>/single_cell/`.
+
+    root defaults to $FLOWLAB_DATA; a missing file raises FileNotFoundError naming the data set, file and variable.
+    """
+    if name not in SINGLE_CELL_FILES:
+        raise ValueError(f"name: expected one of {sorted(SINGLE_CELL_FILES)}, got {name!r}")
+    if root is None:
+        env = os.environ.get("FLOWLAB_DATA")
+        if not env:
+            raise FileNotFoundError(
+                f"single_cell data set ({SINGLE_CELL_FILES[name]}) not found: FLOWLAB_DATA is not set"
+            )
+        root = env
+    path = Path(root, "single_cell", SINGLE_CELL_FILES[name])
+    if not path.is_file():
+        raise FileNotFoundError(f"single_cell data set: {path} not found (FLOWLAB_DATA={root})")
+    adata = read_time_series_csv(path)
+    adata.uns["source"]["name"] = name
+    return adata
+
+
+@dataclass(frozen=True)
+class TimeSeries:
+    """Cells grouped by observation time: times (K,) sorted, X[k]: (n_k, d) float32 tensors, index[k]: the
+    integer rows of the AnnData each group came from."""
+
+    times: tuple[float, ...]
+    X: tuple[torch.Tensor, ...]
+    index: tuple[np.ndarray, ...]
+
+    @property
+    def dim(self) -> int:
+        return int(self.X[0].shape[1])
+
+    @property
+    def counts(self) -> tuple[int, ...]:
+        return tuple(int(x.shape[0]) for x in self.X)
+
+
+def embedding(adata: ad.AnnData, use_rep: str) -> np.ndarray:
+    """The (n, d) embedding `adata.obsm[use_rep]` (or `adata.X` for use_rep="X"), checked finite."""
+    if not isinstance(adata, ad.AnnData):
+        raise ValueError(f"adata: expected an AnnData, got {type(adata).__name__}")
+    if use_rep == "X":
+        rep = adata.X
+    elif use_rep in adata.obsm:
+        rep = adata.obsm[use_rep]
+    else:
+        raise ValueError(f"use_rep: {use_rep!r} not in adata.obsm (keys {list(adata.obsm.keys())}) and not 'X'")
+    if hasattr(rep, "toarray"):
+        rep = rep.toarray()
+    rep = np.asarray(rep, dtype=np.float64)
+    if rep.ndim != 2 or rep.shape[0] != adata.n_obs or rep.shape[1] < 1:
+        raise ValueError(f"use_rep: expected an (n_obs, d) = ({adata.n_obs}, d) array, got shape {rep.shape}")
+    if not np.isfinite(rep).all():
+        bad = int((~np.isfinite(rep)).any(1).sum())
+        raise ValueError(f"use_rep: adata.obsm[{use_rep!r}] holds NaN/inf values in {bad} cells")
+    return rep
+
+
+def obs_times(adata: ad.AnnData, time_key: str) -> np.ndarray:
+    """The (n,) float observation times `adata.obs[time_key]`, checked present, numeric and finite."""
+    if not isinstance(adata, ad.AnnData):
+        raise ValueError(f"adata: expected an AnnData, got {type(adata).__name__}")
+    if time_key not in adata.obs:
+        raise ValueError(f"time_key: {time_key!r} not in adata.obs (columns {list(adata.obs.columns)})")
+    try:
+        t = np.asarray(adata.obs[time_key], dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"time_key: adata.obs[{time_key!r}] must be numeric times") from err
+    if not np.isfinite(t).all():
+        raise ValueError(f"time_key: adata.obs[{time_key!r}] holds NaN/inf times")
+    return t
+
+
+def time_series_from_adata(
+    adata: ad.AnnData, *, time_key: str = "time", use_rep: str = "X_emb", exclude: tuple[float, ...] = ()
+) -> TimeSeries:
+    """Group the cells of `adata` by time (dropping the times in `exclude`); at least two time points must remain."""
+    t = obs_times(adata, time_key)
+    rep = embedding(adata, use_rep)
+    times = [float(v) for v in np.unique(t) if not any(np.isclose(v, e) for e in exclude)]
+    if len(times) < 2:
+        raise ValueError(
+            f"time_key: adata.obs[{time_key!r}] has {len(times)} distinct time point(s) to fit; need at least 2"
+        )
+    index = tuple(np.flatnonzero(t == v) for v in times)
+    X = tuple(torch.from_numpy(rep[i].astype(np.float32)) for i in index)
+    return TimeSeries(times=tuple(times), X=X, index=index)

@@ -1,0 +1,389 @@
+"""Velocity and growth fields, and the time-course models that fit them to an AnnData.
+
+All models work in normalised time τ = (t − t_first) / (t_last − t_first) in [0, 1] (the core's convention);
+`velocity` and `growth` report rates per unit of the data's own time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import anndata as ad
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from flowlab.biology_dynamics.wfr_fm.data import TimeSeries, embedding, time_series_from_adata
+from flowlab.biology_dynamics.wfr_fm.sample import ParticleTrajectory, simulate_particles
+from flowlab.core.nets import TimeMLP
+from flowlab.core.train import load_checkpoint, save_checkpoint
+
+__all__ = ["GrowthFields", "TimeCourseModel"]
+
+
+class GrowthFields(nn.Module):
+    """A velocity field v(τ, x): (B, d) and, with `growth=True`, a scalar growth rate g(τ, x): (B,).
+
+    `forward(x=, t=)` is the velocity (a core VectorField); `growth(x=, t=)` is zero when growth=False.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        v_hidden: Sequence[int] = (256,) * 5,
+        g_hidden: Sequence[int] = (256,) * 3,
+        growth: bool = True,
+        act: str = "tanh",
+        time_embed_dim: int = 16,
+        time_scale: float = 4.0,
+    ) -> None:
+        super().__init__()
+        opts = {"act": act, "time_embed_dim": time_embed_dim, "time_scale": time_scale}
+        self.dim = dim
+        self.v = TimeMLP(dim, hidden=tuple(v_hidden), **opts)
+        self.g = TimeMLP(dim, hidden=tuple(g_hidden), out_dim=1, **opts) if growth else None
+
+    def forward(self, *, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return self.v(x=x, t=t)
+
+    def growth(self, *, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        if self.g is None:
+            return torch.zeros(x.shape[0], dtype=x.dtype, device=x.device)
+        return self.g(x=x, t=t)[:, 0]
+
+
+def _as_points(X: Any, dim: int | None, name: str = "X") -> np.ndarray:
+    arr = X.detach().cpu().numpy() if isinstance(X, torch.Tensor) else np.asarray(X, dtype=np.float64)
+    if arr.ndim != 2:
+        raise ValueError(f"{name}: expected an (n, d) array, got shape {arr.shape}")
+    if dim is not None and arr.shape[1] != dim:
+        raise ValueError(f"{name}: expected dimension {dim} (the fitted embedding), got {arr.shape[1]}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name}: holds NaN/inf values")
+    return arr
+
+
+@dataclass
+class FitState:
+    """What a fit learned about the data: the fitted times, their counts, the time normalisation and timings."""
+
+    times: tuple[float, ...]
+    counts: tuple[int, ...]
+    dim: int
+    hold_out: float | None = None
+    train_seconds: float = float("nan")
+    history: list[dict[str, float]] = field(default_factory=list)
+
+    @property
+    def t0(self) -> float:
+        return self.times[0]
+
+    @property
+    def span(self) -> float:
+        return self.times[-1] - self.times[0]
+
+
+class TimeCourseModel(ABC):
+    """A model of a growing, moving population fitted to cells observed at a few times.
+
+    Subclasses set `method`, the config dataclass `config_cls`, build their fields in `_build` and train them in
+    `_train`. After `fit`, `fields` holds the trained (EMA) networks and `state` the fitted times.
+    """
+
+    method: ClassVar[str]
+    config_cls: ClassVar[type]
+
+    def __init__(self, config: Any = None, **kwargs: Any) -> None:
+        if config is None:
+            config = self.config_cls(**kwargs)
+        elif kwargs:
+            raise ValueError(f"config: give a config or keyword options, not both (got {sorted(kwargs)})")
+        if not isinstance(config, self.config_cls):
+            raise ValueError(f"config: expected a {self.config_cls.__name__}, got {type(config).__name__}")
+        self.config = config
+        self.fields: GrowthFields | None = None
+        self.state: FitState | None = None
+        #: unbalanced plans to use instead of solving them in `fit` (plan-based methods; same data and delta)
+        self.reuse_plans = None
+
+    # -- fitting -------------------------------------------------------------------------------------------
+    def fit(
+        self,
+        adata: ad.AnnData,
+        *,
+        time_key: str = "time",
+        use_rep: str = "X_emb",
+        hold_out: float | None = None,
+        device: torch.device | str = "cpu",
+        generator: torch.Generator | None = None,
+        callbacks: Sequence[Callable[[Any], None]] = (),
+        progress: bool = False,
+    ) -> TimeCourseModel:
+        """Fit to the cells of `adata` (times in obs[time_key], embedding in obsm[use_rep]); `hold_out`: one
+        interior time point left out of training. Returns self."""
+        exclude: tuple[float, ...] = ()
+        if hold_out is not None:
+            times = np.unique(np.asarray(adata.obs[time_key], dtype=np.float64)) if time_key in adata.obs else None
+            if times is not None:
+                if not np.isclose(times, hold_out).any():
+                    raise ValueError(f"hold_out: {hold_out} is not one of the time points {times.tolist()}")
+                if np.isclose(hold_out, times.min()) or np.isclose(hold_out, times.max()):
+                    raise ValueError(f"hold_out: {hold_out} must be an interior time point (not the first or last)")
+            exclude = (float(hold_out),)
+        series = time_series_from_adata(adata, time_key=time_key, use_rep=use_rep, exclude=exclude)
+        if self.fields is not None and self.state is not None and series.dim != self.state.dim:
+            raise ValueError(f"use_rep: dimension {series.dim} does not match the model's {self.state.dim}")
+        device = torch.device(device)
+        if generator is None:
+            generator = torch.Generator(device).manual_seed(0)
+        self.state = FitState(times=series.times, counts=series.counts, dim=series.dim, hold_out=hold_out)
+        self.fields = self._build(series.dim).to(device)
+        self._train(series, device=device, generator=generator, callbacks=callbacks, progress=progress)
+        self.fields.eval()
+        return self
+
+    @abstractmethod
+    def _build(self, dim: int) -> GrowthFields: ...
+
+    @abstractmethod
+    def _train(self, series: TimeSeries, *, device, generator, callbacks, progress) -> None: ...
+
+    # -- time ----------------------------------------------------------------------------------------------
+    def _require_fit(self) -> tuple[GrowthFields, FitState]:
+        if self.fields is None or self.state is None:
+            raise ValueError(f"{type(self).__name__}: not fitted yet; call fit(adata, ...) first")
+        return self.fields, self.state
+
+    def tau(self, t: float | Sequence[float] | np.ndarray) -> np.ndarray:
+        """Normalised times τ = (t − t_first) / span for data times t (checked to lie in the fitted range)."""
+        _, st = self._require_fit()
+        t = np.atleast_1d(np.asarray(t, dtype=np.float64))
+        tau = (t - st.t0) / st.span
+        if not np.isfinite(tau).all() or (tau < -1e-9).any() or (tau > 1 + 1e-9).any():
+            raise ValueError(f"t: times must lie in the fitted range [{st.times[0]}, {st.times[-1]}], got {t.tolist()}")
+        return tau.clip(0, 1)
+
+    def _device(self) -> torch.device:
+        fields, _ = self._require_fit()
+        return next(fields.parameters()).device
+
+    # -- fields in data units ------------------------------------------------------------------------------
+    def velocity(self, X: Any, t: float) -> np.ndarray:
+        """v(t, x) per unit of data time at the points X: (n, d) -> (n, d)."""
+        fields, st = self._require_fit()
+        x = torch.as_tensor(_as_points(X, st.dim), dtype=torch.float32, device=self._device())
+        tt = torch.full((x.shape[0],), float(self.tau(t)[0]), device=x.device)
+        with torch.inference_mode():
+            return (fields(x=x, t=tt) / st.span).cpu().numpy()
+
+    def growth(self, X: Any, t: float | np.ndarray) -> np.ndarray:
+        """g(t, x) per unit of data time at the points X: (n, d) -> (n,); t a number or one time per point."""
+        fields, st = self._require_fit()
+        x = torch.as_tensor(_as_points(X, st.dim), dtype=torch.float32, device=self._device())
+        tau = self.tau(t)
+        tt = torch.as_tensor(np.broadcast_to(tau, (x.shape[0],)).copy(), dtype=torch.float32, device=x.device)
+        with torch.inference_mode():
+            return (fields.growth(x=x, t=tt) / st.span).cpu().numpy()
+
+    # -- simulation ----------------------------------------------------------------------------------------
+    def simulate_points(
+        self, X0: Any, *, t_from: float | None = None, times: Sequence[float] | None = None, method: str = "dopri5"
+    ) -> ParticleTrajectory:
+        """Particles from X0: (n, d) at t_from (default: the first fitted time) with log-weight 0, reported at
+        `times` (default: every fitted time and the held-out one, from t_from on); tau is in normalised time."""
+        fields, st = self._require_fit()
+        t_from = st.times[0] if t_from is None else float(t_from)
+        if times is None:
+            all_times = sorted({*st.times, *(() if st.hold_out is None else (st.hold_out,))})
+            times = [t for t in all_times if t >= t_from]
+        times = sorted({t_from, *map(float, times)})
+        if times[0] < t_from:
+            raise ValueError(f"times: expected times >= t_from = {t_from}, got {times[0]}")
+        tau = self.tau(times)
+        x = torch.as_tensor(_as_points(X0, st.dim, "X0"), dtype=torch.float32, device=self._device())
+        if len(tau) == 1:
+            z = torch.zeros(1, x.shape[0], device=x.device)
+            return ParticleTrajectory(tau=torch.as_tensor(tau, device=x.device), x=x[None], log_w=z, nfe=0)
+        with torch.inference_mode():
+            return simulate_particles(fields, x, tau, method=method)
+
+    def simulate(
+        self,
+        adata_or_X: ad.AnnData | Any,
+        *,
+        t_from: float | None = None,
+        times: Sequence[float] | None = None,
+        time_key: str = "time",
+        use_rep: str = "X_emb",
+    ) -> ad.AnnData:
+        """Push cells forward: the cells of `adata_or_X` at time t_from (an AnnData: those with obs[time_key] ==
+        t_from, default the first fitted time; an array: all rows) -> AnnData with one row per particle and
+        time: obsm[use_rep] positions, obs["time"], obs["weight"] (mass, 1 at t_from), obs["log_weight"],
+        obs["cell"] (the starting cell's obs name)."""
+        _, st = self._require_fit()
+        t_from = st.times[0] if t_from is None else float(t_from)
+        if isinstance(adata_or_X, ad.AnnData):
+            rep = embedding(adata_or_X, use_rep)
+            if time_key not in adata_or_X.obs:
+                raise ValueError(f"time_key: {time_key!r} not in adata.obs")
+            mask = np.isclose(np.asarray(adata_or_X.obs[time_key], dtype=np.float64), t_from)
+            if not mask.any():
+                raise ValueError(f"t_from: no cells with obs[{time_key!r}] == {t_from}")
+            X0, names = rep[mask], np.asarray(adata_or_X.obs_names[mask])
+        else:
+            X0 = _as_points(adata_or_X, st.dim, "adata_or_X")
+            names = np.array([f"cell{i}" for i in range(X0.shape[0])])
+        traj = self.simulate_points(X0, t_from=t_from, times=times)
+        K, n = traj.log_w.shape
+        t_real = st.t0 + traj.tau.cpu().numpy() * st.span
+        log_w = traj.log_w.cpu().numpy().reshape(-1)
+        obs = pd.DataFrame(
+            {
+                "time": np.repeat(t_real, n),
+                "weight": np.exp(log_w),
+                "log_weight": log_w,
+                "cell": np.tile(names, K),
+            },
+            index=[f"{c}@{t:g}" for t in t_real for c in names],
+        )
+        pos = traj.x.cpu().numpy().reshape(K * n, -1).astype(np.float32)
+        out = ad.AnnData(X=pos, obs=obs)
+        out.obsm[use_rep] = pos.copy()
+        out.uns["simulation"] = {"method": self.method, "t_from": t_from, "times": t_real.tolist()}
+        return out
+
+    # -- persistence ---------------------------------------------------------------------------------------
+    def _meta(self) -> dict[str, Any]:
+        _, st = self._require_fit()
+        return {
+            "method": self.method,
+            "config": asdict(self.config),
+            "times": list(st.times),
+            "counts": list(st.counts),
+            "dim": st.dim,
+            "hold_out": st.hold_out,
+            "train_seconds": st.train_seconds,
+        }
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write a core checkpoint folder (tensors + JSON config) under `path`; returns the folder."""
+        fields, _ = self._require_fit()
+        meta = self._meta()
+        return save_checkpoint(path, model=fields, step=0, samples_seen=0, model_kwargs={"dim": meta["dim"]}, config=meta)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], *, device: torch.device | str = "cpu") -> TimeCourseModel:
+        """Rebuild a model saved with `save` (the folder or its parent)."""
+        from flowlab.biology_dynamics.wfr_fm.registry import model_class
+
+        folder = Path(path)
+        cfg_file = next(iter(sorted(folder.glob("step-*/config.json"))), None) or folder / "config.json"
+        if not cfg_file.is_file():
+            raise FileNotFoundError(f"path: no FlowLab checkpoint (config.json) under {folder}")
+        meta = json.loads(cfg_file.read_text())["config"]
+        klass = model_class(meta["method"]) if cls is TimeCourseModel else cls
+        config = klass.config_cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in meta["config"].items()})
+        model = klass(config)
+        model.state = FitState(
+            times=tuple(meta["times"]),
+            counts=tuple(meta["counts"]),
+            dim=int(meta["dim"]),
+            hold_out=meta["hold_out"],
+            train_seconds=float(meta.get("train_seconds", math.nan)),
+        )
+        model.fields = model._build(model.state.dim).to(device)
+        load_checkpoint(cfg_file.parent, model=model.fields, device=device, restore_rng=False)
+        model.fields.eval()
+        return model
+
+
+def _check_config(cfg: Any) -> None:
+    """Shared validation of the matching configs' fields."""
+    for name in ("iters", "batch"):
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}: expected a positive integer, got {value!r}")
+    for name in ("lr", "lr_min"):
+        value = getattr(cfg, name)
+        if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+            raise ValueError(f"{name}: expected a positive learning rate, got {value!r}")
+    if cfg.ema is not None and not (0 <= cfg.ema < 1):
+        raise ValueError(f"ema: expected a decay in [0, 1) or None, got {cfg.ema!r}")
+    for name in ("v_hidden", "g_hidden"):
+        hidden = getattr(cfg, name, (1,))
+        if not hidden or not all(isinstance(h, int) and h > 0 for h in hidden):
+            raise ValueError(f"{name}: expected a non-empty sequence of positive widths, got {hidden!r}")
+
+
+@dataclass(frozen=True)
+class WFRConfig:
+    """WFR-FM settings (defaults: the reference code's). batch: pairs per interval per step; reg_m: the KL
+    marginal penalty of the unbalanced plan; chunk: block size of a block-diagonal plan (None: one solve);
+    plan_iters: majorisation-minimisation steps of the plan solve; sigma: travelling-Gaussian width around the
+    geodesic (0 in the released code)."""
+
+    delta: float = 2.0
+    sigma: float = 0.0
+    v_hidden: tuple[int, ...] = (256,) * 5
+    g_hidden: tuple[int, ...] = (256,) * 3
+    act: str = "tanh"
+    iters: int = 3000
+    batch: int = 512
+    lr: float = 5e-3
+    lr_min: float = 1e-5
+    ema: float | None = 0.995
+    reg_m: float = 1.0
+    chunk: int | None = None
+    plan_iters: int = 1000
+
+    def __post_init__(self) -> None:
+        if isinstance(self.delta, bool) or not (isinstance(self.delta, int | float) and self.delta > 0):
+            raise ValueError(f"delta: expected a positive length scale, got {self.delta!r}")
+        if not (isinstance(self.sigma, int | float) and self.sigma >= 0):
+            raise ValueError(f"sigma: expected a non-negative width, got {self.sigma!r}")
+        if not (isinstance(self.reg_m, int | float) and self.reg_m > 0):
+            raise ValueError(f"reg_m: expected a positive marginal penalty, got {self.reg_m!r}")
+        _check_config(self)
+
+
+class WFRFlowMatching(TimeCourseModel):
+    """WFR-FM: unbalanced plans under the WFR cost between consecutive time points, closed-form Dirac WFR
+    geodesics as targets, weighted regression of a velocity and a growth field shared over all intervals.
+
+    After `fit`: `plans` (the UnbalancedPlans, with the static WFR costs) and `result` (the core FitResult).
+    """
+
+    method = "wfr_fm"
+    config_cls = WFRConfig
+
+    def _build(self, dim: int) -> GrowthFields:
+        c = self.config
+        return GrowthFields(dim, v_hidden=c.v_hidden, g_hidden=c.g_hidden, act=c.act, growth=True)
+
+    def _train(self, series, *, device, generator, callbacks, progress) -> None:
+        import time
+
+        from flowlab.biology_dynamics.wfr_fm.objective import WFRSampler, train_matching, unbalanced_plans
+
+        c = self.config
+        start = time.perf_counter()
+        self.plans = self.reuse_plans or unbalanced_plans(
+            series, delta=c.delta, reg_m=c.reg_m, chunk=c.chunk, num_iter_max=c.plan_iters, device=device,
+            generator=generator,
+        )
+        sampler = WFRSampler(series, self.plans, batch=c.batch, sigma=c.sigma, device=device)
+        self.result = train_matching(
+            self.fields, sampler, iters=c.iters, lr=c.lr, lr_min=c.lr_min, ema=c.ema, device=device,
+            generator=generator, callbacks=callbacks, progress=progress,
+        )
+        self.state.train_seconds = time.perf_counter() - start
+        self.state.history = [dict(r) for r in self.result.history]

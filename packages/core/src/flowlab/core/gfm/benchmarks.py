@@ -1,0 +1,294 @@
+"""Benchmark scenarios `core.gfm.earth`, `core.gfm.torus`, `core.gfm.hyperbolic` (exposed as `SCENARIOS`).
+
+Each trains, in one process and from one seed, the GFM objectives of its variant and the RFM baseline (the same
+network trained on the diagonal only) and reports, per data set, the geodesic-kernel MMD to held-out data at 1, 2, 4,
+8 and 100 NFE (GFM: exp-map jumps of X_{s,t}; RFM: exp-map Euler steps of v_{t,t}; one kernel width h, the median
+geodesic distance of the held-out set, for every method), the NLL from v_{t,t} (earth: test NLL; torus and disk:
+KL = E_test[log p − log q] to the exact mixture density), the semigroup defect of the map and the distance of the
+samples from the manifold. `metrics` holds the primary objective (G-LSD where trained), `baselines` the other
+objectives, RFM and the data floor (the MMD between training and test points). Runs single-threaded: on the shared
+2-core machine, two torch threads per process are several times slower than one.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, require_file
+from flowlab.core.gfm.data import load_earth, poincare_mixture, random_torus_mixture, split
+from flowlab.core.gfm.evaluate import (
+    evaluate_nll,
+    geodesic_mmd,
+    manifold_error,
+    mmd_by_nfe,
+    reference_bandwidth,
+    semigroup_error,
+)
+from flowlab.core.gfm.sample import sample
+from flowlab.core.gfm.train import GFMConfig, train_gfm
+from flowlab.core.manifolds import FlatTorus, PoincareBall, Sphere
+from flowlab.core.manifolds.base import Manifold
+
+__all__ = ["SCENARIOS"]
+
+NFES = (1, 2, 4, 8, 100)
+LABELS = {"lsd": "G-LSD", "esd": "G-ESD", "psd": "G-PSD", "mf": "G-MF", "rfm": "RFM"}
+
+#: Earth test NLL (nats) published in the spec's §7; GFM/RFM rows unverified, the others from the RSGM README
+EARTH_REFERENCES = {
+    "G-LSD [unverified]": {"volcano/nll": -4.96, "earthquake/nll": -0.93, "flood/nll": -0.38},
+    "G-PSD [unverified]": {"volcano/nll": -3.50, "earthquake/nll": -0.63, "flood/nll": -0.76},
+    "G-ESD [unverified]": {"volcano/nll": -4.49, "earthquake/nll": -0.67, "flood/nll": -0.88},
+    "G-MF [unverified]": {"volcano/nll": -3.73, "earthquake/nll": -1.08, "flood/nll": -0.72},
+    "RFM [unverified]": {"volcano/nll": -7.93, "earthquake/nll": -0.28, "flood/nll": 0.42},
+    "RSGM [code]": {"volcano/nll": -4.92, "earthquake/nll": -0.19, "flood/nll": 0.48},
+    "Moser Flow [code]": {"volcano/nll": -4.21, "earthquake/nll": -0.16, "flood/nll": 0.57},
+    "Riemannian CNF [code]": {"volcano/nll": -6.05, "earthquake/nll": 0.14, "flood/nll": 1.11},
+}
+
+
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _config(cfg: Mapping[str, Any], objective: str, steps: int) -> GFMConfig:
+    return GFMConfig(
+        objective=objective,
+        steps=steps,
+        batch_size=int(cfg["batch_size"]),
+        hidden=tuple(cfg["hidden"]),
+        lr=float(cfg["lr"]),
+        ema_decay=float(cfg["ema_decay"]),
+        diag_fraction=float(cfg.get("diag_fraction", 0.25)),
+    )
+
+
+def _metrics(ctx, fm, manifold, test, cfg, *, sampler, bandwidth, density) -> dict[str, float]:
+    n = int(cfg["samples"])
+    eval_gen = torch.Generator().manual_seed(ctx.seed + 1)  # the same source draws for every method
+    mmds = mmd_by_nfe(
+        fm, test, manifold=manifold, nfes=NFES, sampler=sampler, n=n, bandwidth=bandwidth, generator=eval_gen,
+        device=ctx.device,
+    )  # fmt: skip
+    row = {f"mmd_nfe{k}": v for k, v in mmds.items()}
+    x1 = sample(fm, n, manifold=manifold, nfe=1, sampler=sampler, generator=eval_gen, device=ctx.device)
+    row["manifold_err_nfe1"] = manifold_error(x1, manifold)
+    x0 = manifold.random_base(len(test), generator=eval_gen).to(test)
+    row["semigroup_err"] = semigroup_error(fm, x0, test, manifold=manifold, generator=eval_gen)
+    row["nll"] = float(evaluate_nll(fm, test, manifold=manifold, steps=int(cfg["nll_steps"]), method="rk4").mean())
+    if density is not None:
+        row["kl"] = float(density.log_prob(test.double()).mean()) + row["nll"]
+    return row
+
+
+def _evaluate_case(
+    ctx: BenchContext,
+    manifold: Manifold,
+    train: torch.Tensor,
+    test: torch.Tensor,
+    cfg: Mapping[str, Any],
+    *,
+    density: Any = None,
+) -> dict[str, dict[str, float]]:
+    """Train RFM and every objective of cfg["objectives"] on `train`; metrics per method label.
+
+    With cfg["warm_start"] = N > 0 the GFM models start from the RFM model's (EMA) weights after N of its steps and
+    train cfg["steps"] − N steps with their own objective, so every model sees cfg["steps"] steps in all; with 0 each
+    trains from scratch.
+    """
+    steps, warm = int(cfg["steps"]), int(cfg["warm_start"])
+    if not 0 <= warm < steps:
+        raise ValueError(f"warm_start: expected 0 <= warm_start < steps, got {warm} and {steps}")
+    bandwidth = reference_bandwidth(test, manifold=manifold)
+    floor = geodesic_mmd(train[: len(test) * 4], test, manifold=manifold, bandwidth=bandwidth)
+    out: dict[str, dict[str, float]] = {"data floor": {f"mmd_nfe{k}": floor for k in NFES}}
+    snapshot: dict[str, torch.Tensor] = {}
+
+    def keep(info) -> None:
+        if info.step == warm and info.ema is not None:
+            snapshot.update({k: v.detach().clone() for k, v in info.ema.shadow.items()})
+
+    for objective in ("rfm", *cfg["objectives"]):
+        start = time.perf_counter()
+        init = snapshot if (objective != "rfm" and warm) else None
+        trained = train_gfm(
+            manifold, train, _config(cfg, objective, steps - warm if init else steps), generator=ctx.generator,
+            device=ctx.device, callbacks=(keep,) if objective == "rfm" else (), init=init,
+        )  # fmt: skip
+        row = {"train_s": time.perf_counter() - start}
+        sampler = "euler" if objective == "rfm" else "jump"
+        row.update(
+            _metrics(ctx, trained.flow_map, manifold, test, cfg, sampler=sampler, bandwidth=bandwidth, density=density)
+        )
+        out[LABELS[objective]] = row
+    rfm1 = out["RFM"]["mmd_nfe1"]
+    for label in (LABELS[o] for o in cfg["objectives"]):
+        out[label]["mmd1_ratio_vs_rfm"] = out[label]["mmd_nfe1"] / rfm1 if rfm1 > 0 else math.nan
+    return out
+
+
+def _assemble(cases: Mapping[str, dict[str, dict[str, float]]], primary: str, title: str) -> BenchResult:
+    """metrics: the primary objective; baselines: the other methods; keys '<case>/<metric>'."""
+    methods: dict[str, dict[str, float]] = {}
+    curves = []
+    for case, rows in cases.items():
+        for label, row in rows.items():
+            methods.setdefault(label, {}).update({f"{case}/{k}": v for k, v in row.items()})
+        lines = {
+            label: (list(NFES), [rows[label][f"mmd_nfe{k}"] for k in NFES]) for label in rows if label != "data floor"
+        }
+        curves.append(Curve(f"{title}: {case}, MMD vs NFE", "NFE", "geodesic MMD", lines, logx=True))
+    metrics = methods.pop(primary)
+    return BenchResult(metrics=metrics, baselines=methods, curves=curves, nfe={f"nfe{k}": k for k in NFES})
+
+
+def run_earth(ctx: BenchContext) -> BenchResult:
+    cfg = ctx.config
+    sphere = Sphere(2)
+    cases = {}
+    with _one_thread():
+        for name in cfg["datasets"]:
+            require_file(ctx.data_root, "earth_sphere", f"{name}.csv")
+            parts = split(load_earth(name, ctx.data_root), ctx.seed)
+            cases[name] = _evaluate_case(ctx, sphere, parts.train.to(ctx.device), parts.test.to(ctx.device), cfg)
+    result = _assemble(cases, LABELS[cfg["objectives"][0]], "earth")
+    refs = {
+        k: {m: v for m, v in row.items() if m.split("/")[0] in cfg["datasets"]} for k, row in EARTH_REFERENCES.items()
+    }
+    return BenchResult(
+        metrics=result.metrics, baselines=result.baselines, references=refs, curves=result.curves, nfe=result.nfe
+    )
+
+
+def run_torus(ctx: BenchContext) -> BenchResult:
+    cfg = ctx.config
+    cases = {}
+    with _one_thread():
+        for d in cfg["dims"]:
+            mix = random_torus_mixture(
+                d, components=int(cfg["components"]), scale=float(cfg["scale"]), generator=ctx.generator
+            )
+            train = mix.sample(int(cfg["n_train"]), generator=ctx.generator).float().to(ctx.device)
+            test = mix.sample(int(cfg["n_test"]), generator=ctx.generator).float().to(ctx.device)
+            cases[f"T{d}"] = _evaluate_case(ctx, FlatTorus(d), train, test, cfg, density=mix)
+    return _assemble(cases, LABELS[cfg["objectives"][0]], "torus")
+
+
+def run_hyperbolic(ctx: BenchContext) -> BenchResult:
+    cfg = ctx.config
+    mix = poincare_mixture(components=6, radius=1.5, scale=0.3)
+    with _one_thread():
+        train = mix.sample(int(cfg["n_train"]), generator=ctx.generator).float().to(ctx.device)
+        test = mix.sample(int(cfg["n_test"]), generator=ctx.generator).float().to(ctx.device)
+        cases = {"disk": _evaluate_case(ctx, PoincareBall(2), train, test, cfg, density=mix)}
+    return _assemble(cases, LABELS[cfg["objectives"][0]], "Poincare disk")
+
+
+def _directions(cases: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for case in cases:
+        for k in NFES:
+            out[f"{case}/mmd_nfe{k}"] = "min"
+        out[f"{case}/nll"] = "min"
+        out[f"{case}/kl"] = "min"
+        out[f"{case}/semigroup_err"] = "min"
+        out[f"{case}/mmd1_ratio_vs_rfm"] = "min"
+    return out
+
+
+_QUICK_MODEL = {
+    "batch_size": 512, "hidden": (128, 128, 128), "lr": 3e-3, "ema_decay": 0.995, "samples": 500, "nll_steps": 10,
+}  # fmt: skip
+_FULL_MODEL = {
+    "batch_size": 512, "hidden": (256, 256, 256, 256), "lr": 1e-3, "ema_decay": 0.999, "samples": 2000,
+    "nll_steps": 200, "warm_start": 0,
+}  # fmt: skip
+_ALL = ("lsd", "esd", "psd", "mf")
+
+EARTH = Scenario(
+    name="core.gfm.earth",
+    package="core",
+    method="gfm",
+    run=run_earth,
+    variants={
+        "quick": {
+            **_QUICK_MODEL,
+            "datasets": ("volcano", "flood"),
+            "objectives": ("lsd", "psd"),
+            "steps": 1000,
+            "warm_start": 850,
+        },
+        "full": {**_FULL_MODEL, "datasets": ("volcano", "earthquake", "flood"), "objectives": _ALL, "steps": 20_000},
+    },
+    directions=_directions(("volcano", "earthquake", "flood")),
+    tags=frozenset({"manifold", "flow-map", "few-step"}),
+    description="GFM vs RFM on the earth data (S²): geodesic MMD at 1-100 NFE and test NLL from v_{t,t}.",
+)
+
+TORUS = Scenario(
+    name="core.gfm.torus",
+    package="core",
+    method="gfm",
+    run=run_torus,
+    variants={
+        "quick": {
+            **_QUICK_MODEL,
+            "dims": (2,),
+            "objectives": ("lsd", "psd"),
+            "steps": 1000,
+            "warm_start": 850,
+            "components": 4,
+            "scale": 0.3,
+            "n_train": 20_000,
+            "n_test": 2000,
+        },
+        "full": {
+            **_FULL_MODEL,
+            "dims": (2, 7),
+            "objectives": _ALL,
+            "steps": 20_000,
+            "components": 4,
+            "scale": 0.3,
+            "n_train": 20_000,
+            "n_test": 5000,
+        },
+    },
+    directions=_directions(("T2", "T7")),
+    tags=frozenset({"manifold", "flow-map", "few-step"}),
+    description="GFM vs RFM on wrapped-normal mixtures on T² (and T⁷ in full): MMD by NFE, KL to the exact density.",
+)
+
+HYPERBOLIC = Scenario(
+    name="core.gfm.hyperbolic",
+    package="core",
+    method="gfm",
+    run=run_hyperbolic,
+    variants={
+        "quick": {
+            **_QUICK_MODEL,
+            "objectives": ("lsd", "psd"),
+            "steps": 1000,
+            "warm_start": 850,
+            "n_train": 20_000,
+            "n_test": 2000,
+        },
+        "full": {**_FULL_MODEL, "objectives": _ALL, "steps": 20_000, "n_train": 20_000, "n_test": 5000},
+    },
+    directions=_directions(("disk",)),
+    tags=frozenset({"manifold", "flow-map", "few-step"}),
+    description="GFM vs RFM on a 6-component wrapped-normal mixture on the Poincaré disk: MMD by NFE, KL.",
+)
+
+SCENARIOS = (EARTH, TORUS, HYPERBOLIC)
