@@ -1,0 +1,44 @@
+"""Command groups contributed through entry points are listed without being imported, and load when invoked."""
+
+from __future__ import annotations
+
+import sys
+from importlib.metadata import EntryPoint
+
+from typer.testing import CliRunner
+
+from flowlab.tools import plugins
+from flowlab.tools.cli import app
+
+MODULE = "flowlab_demo_group_for_tests"
+
+
+def test_groups_are_lazy(tmp_path, monkeypatch):
+    (tmp_path / f"{MODULE}.py").write_text(
+        "import typer\n"
+        "app = typer.Typer(help='demo group')\n"
+        "@app.command()\n"
+        "def hello(name: str = 'world'):\n"
+        "    print(f'hello {name}')\n"
+        "@app.command()\n"
+        "def other():\n"
+        "    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ep = EntryPoint(name="demo", value=f"{MODULE}:app", group=plugins.COMMANDS_GROUP)
+    monkeypatch.setattr(plugins, "command_entry_points", lambda: {"demo": ep})
+    sys.modules.pop(MODULE, None)
+
+    runner = CliRunner()
+    res = runner.invoke(app, ["--help"])
+    assert res.exit_code == 0 and "demo" in res.output
+    assert MODULE not in sys.modules, "listing the groups must not import them"
+
+    res = runner.invoke(app, ["demo", "hello", "--name", "flowlab"])
+    assert res.exit_code == 0, res.output
+    assert "hello flowlab" in res.output and MODULE in sys.modules
+
+
+def test_unknown_group_is_a_usage_error():
+    res = CliRunner().invoke(app, ["nosuchgroup"])
+    assert res.exit_code == 2
