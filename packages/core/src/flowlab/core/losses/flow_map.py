@@ -19,6 +19,7 @@ import torch
 import torch.func
 
 from flowlab.core.flowmaps.base import check_flow_map_inputs, diagonal_velocity
+from flowlab.core.losses.flow_matching import reduce_loss
 from flowlab.core.manifolds.base import Manifold
 from flowlab.core.paths.base import PathSample
 from flowlab.core.validation import check_choice, check_tensor, check_time, expand_like
@@ -81,16 +82,6 @@ def _sq_dist(manifold: Manifold | None, x: torch.Tensor, y: torch.Tensor) -> tor
     return manifold.inner(x, u, u)
 
 
-def _reduce(per_sample: torch.Tensor, weight: torch.Tensor | None, reduction: str) -> torch.Tensor:
-    if weight is not None:
-        per_sample = per_sample * weight
-    if reduction == "mean":
-        return per_sample.mean()
-    if reduction == "sum":
-        return per_sample.sum()
-    return per_sample
-
-
 def _teacher_velocity(flow_map: Any, teacher: Any, x: torch.Tensor, t: torch.Tensor, cond: dict) -> torch.Tensor:
     """sg[v(x, t)] from `teacher(x=, t=)` or, when teacher is None, the flow map's own diagonal v_{t,t}."""
     with torch.no_grad():
@@ -121,7 +112,7 @@ def lsd_loss(
     _check_options(manifold, reduction, weight, batch)
     end, d_end = _jvp(lambda tau: flow_map(x=x_s, s=s, t=tau, **cond), (t,), (torch.ones_like(t),))
     target = _teacher_velocity(flow_map, teacher, end.detach(), t, cond)
-    return _reduce(_sq_norm(manifold, end, d_end - target), weight, reduction)
+    return reduce_loss(_sq_norm(manifold, end, d_end - target), weight=weight, reduction=reduction)
 
 
 def esd_loss(
@@ -159,7 +150,7 @@ def esd_loss(
         with torch.no_grad():
             _, push = _jvp(lambda x: flow_map(x=x, s=s, t=t, **cond), (x_s,), (v,))
         total = d_s + push
-    return _reduce(_sq_norm(manifold, end, total), weight, reduction)
+    return reduce_loss(_sq_norm(manifold, end, total), weight=weight, reduction=reduction)
 
 
 def psd_loss(
@@ -189,7 +180,7 @@ def psd_loss(
     with torch.no_grad():
         target = half(x=half(x=x_s, s=s, t=mid, **cond), s=mid, t=t, **cond).detach()
     end = flow_map(x=x_s, s=s, t=t, **cond)
-    return _reduce(_sq_dist(manifold, end, target), weight, reduction)
+    return reduce_loss(_sq_dist(manifold, end, target), weight=weight, reduction=reduction)
 
 
 @dataclass(frozen=True)
@@ -249,7 +240,7 @@ def meanflow_loss(
     """
     _check_options(manifold, reduction, weight, check_tensor(x_s, "x_s").shape[0])
     out = meanflow_target(flow_map, x_s, s, t, dx_s, manifold=manifold, **cond)
-    return _reduce(_sq_norm(manifold, x_s, out.velocity - out.target), weight, reduction)
+    return reduce_loss(_sq_norm(manifold, x_s, out.velocity - out.target), weight=weight, reduction=reduction)
 
 
 def diagonal_fm_loss(
@@ -269,7 +260,7 @@ def diagonal_fm_loss(
     _check_like(sample.dx_t, sample.x_t, "sample.dx_t")
     _check_options(manifold, reduction, weight, batch)
     v = diagonal_velocity(flow_map, x=sample.x_t, t=sample.t, **cond)
-    return _reduce(_sq_norm(manifold, sample.x_t, v - sample.dx_t), weight, reduction)
+    return reduce_loss(_sq_norm(manifold, sample.x_t, v - sample.dx_t), weight=weight, reduction=reduction)
 
 
 def consistency_loss(
@@ -329,4 +320,4 @@ def consistency_loss(
     if metric == "pseudo_huber":
         c = 0.00054 * math.sqrt(x_0[0].numel()) if huber_c is None else float(huber_c)
         sq = torch.sqrt(sq + c * c) - c
-    return _reduce(sq, weight, reduction)
+    return reduce_loss(sq, weight=weight, reduction=reduction)
