@@ -17,7 +17,7 @@ from flowlab.trust_ood.certificate.baselines import ensemble_score, mc_dropout_s
 from flowlab.trust_ood.certificate.joint_model import JointScoreModel, train_score_model
 from flowlab.trust_ood.certificate.metrics import acc_fpr_at_threshold, auroc, pearson, relative_l1, spearman
 from flowlab.trust_ood.certificate.pde1d import FAMILIES, PDEConfig, PDEData, generate
-from flowlab.trust_ood.certificate.regressors import FNO1d, predict, train_regressor
+from flowlab.trust_ood.certificate.regressors import FNO1d, train_regressor
 from flowlab.trust_ood.certificate.score import DensityModels, ErrorModel, calibrate_threshold, certificate
 
 __all__ = [
@@ -26,8 +26,10 @@ __all__ = [
     "StudyModels",
     "StudyResult",
     "evaluate_study",
+    "load_study",
     "measure_latency",
     "run_study",
+    "save_study",
     "to_tensors",
     "train_study",
 ]
@@ -219,5 +221,42 @@ def run_study(config: StudyConfig, *, device="cpu", generator: torch.Generator, 
     return models, result
 
 
-def config_dict(config: StudyConfig) -> dict:
-    return asdict(config)
+def save_study(models: StudyModels, directory) -> None:
+    """Write the study's models as tensors only (state_dicts) plus `config.json` into `directory`."""
+    import json
+    from pathlib import Path
+
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    for i, m in enumerate(models.ensemble):
+        torch.save(m.state_dict(), out / f"regressor_{i}.pt")
+    torch.save(models.joint.state_dict(), out / "joint.pt")
+    torch.save(models.input.state_dict(), out / "input.pt")
+    meta = {"study": asdict(models.config), "param_scale": models.param_scale, "timings": models.timings}
+    (out / "config.json").write_text(json.dumps(meta, indent=2))
+
+
+def load_study(directory, *, device="cpu") -> StudyModels:
+    """Read back what `save_study` wrote (`torch.load(..., weights_only=True)`)."""
+    import json
+    from pathlib import Path
+
+    src = Path(directory)
+    if not (src / "config.json").is_file():
+        raise FileNotFoundError(f"run: no trained study in {src} (config.json missing); run `flowlab trust train`")
+    meta = json.loads((src / "config.json").read_text())
+    study = dict(meta["study"])
+    study["score_channels"] = tuple(study["score_channels"])
+    cfg = StudyConfig(**study)
+
+    def load(module: nn.Module, name: str) -> nn.Module:
+        module.load_state_dict(torch.load(src / name, map_location=device, weights_only=True))
+        return module.to(device).eval()
+
+    members = [
+        load(FNO1d(modes=cfg.fno_modes, width=cfg.fno_width, layers=3, dropout=0.1), f"regressor_{i}.pt")
+        for i in range(cfg.ensemble_size)
+    ]
+    joint = load(JointScoreModel(2, cfg.n, sigma=cfg.sigma, net_channels=cfg.score_channels, time_dim=32), "joint.pt")
+    inp = load(JointScoreModel(1, cfg.n, sigma=cfg.sigma, net_channels=cfg.score_channels, time_dim=32), "input.pt")
+    return StudyModels(cfg, members[0], members, joint, inp, float(meta["param_scale"]), dict(meta["timings"]))

@@ -104,7 +104,8 @@ def predict(model: nn.Module, x: torch.Tensor, param: torch.Tensor, *, batch_siz
     model.eval()
     try:
         with torch.inference_mode():
-            out = torch.cat([model(xb, pb) for xb, pb in zip(x.split(batch_size), param.split(batch_size), strict=True)])
+            pairs = zip(x.split(batch_size), param.split(batch_size), strict=True)
+            out = torch.cat([model(xb, pb) for xb, pb in pairs])
     finally:
         model.train(was)
     return out.clone()

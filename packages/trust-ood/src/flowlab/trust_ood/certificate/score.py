@@ -3,7 +3,8 @@ variants, calibration threshold and error model.
 
 The likelihood is the core's `likelihood.log_likelihood` on the velocity field the score implies
 (`AffinePath.convert(score, source="score", target="velocity")`: v = g(tau)^2 s / 2 in core time), integrated
-from t = 1 - EPS (tau = EPS) to t = 0 (tau = 1), where the source is N(0, s(1)^2 I), s(1)^2 = (sigma^2 - 1)/(2 ln sigma).
+from t = 1 - EPS (tau = EPS) to t = 0 (tau = 1), where the source is N(0, s(1)^2 I),
+s(1)^2 = (sigma^2 - 1) / (2 ln sigma).
 A whole batch is one call: samples x Hutchinson probes are vectorised inside the core integrator.
 """
 

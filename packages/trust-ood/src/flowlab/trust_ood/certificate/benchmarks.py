@@ -1,0 +1,136 @@
+"""`trust.certificate.heat` and `trust.certificate.burgers`: the joint-likelihood certificate against the input-only
+likelihood, the conditional variant, MC dropout, a deep ensemble and a score-norm statistic, on three OOD families
+(high frequency, Gaussian bumps, parameter shift with p(x) unchanged), plus the certificate's CPU latency."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from flowlab.core.bench import BenchContext, BenchResult, Scenario
+from flowlab.trust_ood.certificate.evaluate import (
+    METHODS,
+    OOD_FAMILIES,
+    StudyConfig,
+    evaluate_study,
+    measure_latency,
+    train_study,
+)
+
+__all__ = ["SCENARIOS"]
+
+_KEYS = ("auroc", "acc", "fpr", "spearman")
+_NAMES = {
+    "input_only": "input-only likelihood p(x)",
+    "conditional": "conditional p(y|x)",
+    "mc_dropout": "MC dropout (20 passes)",
+    "ensemble": "deep ensemble (5)",
+    "score_norm": "JDPath-lite score norm",
+}
+#: the paper's averages over its benchmarks (Table summary in the spec, section 7; not re-verified here)
+REFERENCES = {
+    "JLBC [paper]": {"mean.acc": 0.899, "mean.fpr": 0.033, "mean.auroc": 0.945},
+    "strongest diffusion baseline [paper]": {"mean.acc": 0.886, "mean.fpr": 0.043, "mean.auroc": 0.927},
+}
+
+
+def _flatten(tables, method: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for fam in OOD_FAMILIES:
+        for k in _KEYS:
+            out[f"{fam}.{k}"] = tables[fam][method][k]
+    for k in ("auroc", "acc", "fpr"):
+        out[f"mean.{k}"] = sum(tables[f][method][k] for f in OOD_FAMILIES) / len(OOD_FAMILIES)
+    return out
+
+
+def _plot(ctx: BenchContext, name: str, tables) -> list:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    width = 0.8 / len(METHODS)
+    for i, m in enumerate(METHODS):
+        vals = [tables[f][m]["auroc"] for f in OOD_FAMILIES]
+        ax.bar([j + i * width for j in range(len(OOD_FAMILIES))], vals, width, label=m)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(OOD_FAMILIES))], OOD_FAMILIES)
+    ax.axhline(0.5, color="k", lw=0.5, ls="--")
+    ax.set_ylabel("AUROC (ID vs family)")
+    ax.set_title(name)
+    ax.legend(fontsize=6, ncol=3)
+    ctx.out_dir.mkdir(parents=True, exist_ok=True)
+    path = ctx.out_dir / f"{name}_auroc.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
+def _run(pde: str):
+    def run(ctx: BenchContext) -> BenchResult:
+        cfg = replace(StudyConfig(**dict(ctx.config)), pde=pde, seed=ctx.seed)
+        # small networks on a shared CPU: one intra-op thread avoids oversubscription (restored afterwards)
+        threads = torch.get_num_threads()
+        if ctx.device.type == "cpu":
+            torch.set_num_threads(1)
+        try:
+            models = train_study(cfg, device=ctx.device, generator=ctx.generator)
+            result = evaluate_study(models, device=ctx.device, generator=ctx.generator)
+            latency = measure_latency(models, device=ctx.device, generator=ctx.generator)
+        finally:
+            torch.set_num_threads(threads)
+        metrics = _flatten(result.tables, "joint")
+        metrics.update(
+            id_rel_l1_error=result.id_error,
+            error_model_b=result.error_model.b,
+            latency_single_s=latency["latency_single_s"],
+            latency_batch256_s=latency["latency_batch256_s"],
+            **{k: v for k, v in result.timings.items()},
+        )
+        baselines = {_NAMES[m]: _flatten(result.tables, m) for m in METHODS if m != "joint"}
+        nfe_per_solve = {"rk4": 4, "heun": 2, "midpoint": 2, "euler": 1}.get(cfg.ode_method, 1) * cfg.ode_steps
+        return BenchResult(
+            metrics=metrics,
+            baselines=baselines,
+            references=REFERENCES,
+            plots=_plot(ctx, f"trust.certificate.{pde}", result.tables),
+            nfe={"certificate_solve": nfe_per_solve},
+        )
+
+    return run
+
+
+_QUICK = {"n": 32, "train_pairs": 600, "regressor_steps": 120, "score_steps": 450, "test_per_family": 64,
+          "calib": 32, "ode_steps": 12, "num_probes": 2, "sigma": 25.0}  # fmt: skip
+_FULL = {"n": 64, "train_pairs": 20000, "regressor_steps": 3000, "score_steps": 20000, "test_per_family": 1000,
+         "calib": 32, "ode_steps": 50, "num_probes": 4, "sigma": 25.0, "score_channels": (32, 64),
+         "fno_modes": 16, "fno_width": 32, "batch_size": 128}  # fmt: skip
+
+_DIRECTIONS = {
+    **{f"{f}.{k}": ("min" if k == "fpr" else "max") for f in OOD_FAMILIES for k in _KEYS},
+    "mean.auroc": "max",
+    "mean.acc": "max",
+    "mean.fpr": "min",
+    "id_rel_l1_error": "min",
+    "latency_single_s": "min",
+    "latency_batch256_s": "min",
+}
+
+SCENARIOS = tuple(
+    Scenario(
+        name=f"trust.certificate.{pde}",
+        package="trust",
+        method="certificate",
+        run=_run(pde),
+        variants={"quick": dict(_QUICK), "full": dict(_FULL)},
+        directions=_DIRECTIONS,
+        tags=frozenset({"ood", "likelihood", "pde"}),
+        description=f"Joint-likelihood certificate (JLBC) on 1-D {pde}: AUROC/ACC/FPR/Spearman per OOD family.",
+    )
+    for pde in ("heat", "burgers")
+)

@@ -1,0 +1,5 @@
+"""The `flowlab trust` command group."""
+
+from flowlab.trust_ood.certificate.cli import app
+
+__all__ = ["app"]
