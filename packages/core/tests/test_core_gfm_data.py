@@ -21,6 +21,15 @@ from flowlab.core.gfm import (
 from flowlab.core.manifolds import PoincareBall
 
 
+@pytest.fixture(autouse=True)
+def _single_thread():
+    """Two torch threads on the shared, loaded 2-core machine are several times slower than one."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def _write(tmp_path, text, name="events.csv"):
     path = tmp_path / name
     path.write_text(text)
@@ -93,7 +102,9 @@ def test_torus_mixture_density_integrates_to_one_and_matches_samples():
 
 def test_poincare_mixture_density_integrates_to_one_and_samples_sit_at_the_means():
     mix = poincare_mixture(components=6, radius=1.5, scale=0.3)
-    assert torch.allclose(PoincareBall(2).dist(torch.zeros_like(mix.means), mix.means), torch.full((6,), 1.5))
+    assert torch.allclose(
+        PoincareBall(2).dist(torch.zeros_like(mix.means), mix.means), torch.full((6,), 1.5, dtype=torch.float64)
+    )
     # polar quadrature of p dV_g, dV_g = lambda(x)^2 dx, over the Euclidean radius in [0, 0.95]
     nr, na = 400, 360
     r = 0.95 * (torch.arange(nr, dtype=torch.float64) + 0.5) / nr

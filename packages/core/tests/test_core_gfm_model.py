@@ -14,6 +14,16 @@ from flowlab.core.gfm import build_flow_map, evaluate_nll, gfm_loss, sample
 from flowlab.core.losses.flow_map import esd_loss, lsd_loss, meanflow_loss, psd_loss
 from flowlab.core.manifolds import Euclidean, FlatTorus, PoincareBall, Sphere
 
+
+@pytest.fixture(autouse=True)
+def _single_thread():
+    """Two torch threads on the shared, loaded 2-core machine are several times slower than one."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 MANIFOLDS = {"sphere": Sphere(2), "torus": FlatTorus(2), "disk": PoincareBall(2)}
 
 

@@ -25,7 +25,7 @@ from flowlab.core.gfm.evaluate import (
     reference_bandwidth,
     semigroup_error,
 )
-from flowlab.core.gfm.model import GFMNet, build_flow_map
+from flowlab.core.gfm.model import build_flow_map
 from flowlab.core.gfm.objective import OBJECTIVES, GFMLoss, gfm_loss
 from flowlab.core.gfm.sample import SAMPLERS, sample
 from flowlab.core.gfm.train import GFMConfig, TrainedGFM, train_gfm
@@ -36,7 +36,6 @@ __all__ = [
     "SAMPLERS",
     "GFMConfig",
     "GFMLoss",
-    "GFMNet",
     "Mixture",
     "Split",
     "TrainedGFM",

@@ -1,36 +1,19 @@
 """The GFM network and flow map: X_{s,t}(x) = exp_x((t − s) proj_x f_θ(s, t, x)), so X_{s,s} = Id exactly.
 
 f_θ is the core's two-time `ManifoldMLP` (times=2) with the input embedding of §3 of the spec: S² and the Poincaré
-disk as ambient coordinates, T^d as (cos θ_i, sin θ_i) per angle (continuous across the wrap seam).
+disk as ambient coordinates, T^d as (cos θ_i, sin θ_i) per angle (`FlatTorus.input_features`, continuous across
+the wrap seam).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch
-
 from flowlab.core.flowmaps import ParametrisedFlowMap
-from flowlab.core.manifolds import FlatTorus
 from flowlab.core.manifolds.base import Manifold
 from flowlab.core.nets import ManifoldMLP
 
-__all__ = ["GFMNet", "build_flow_map"]
-
-
-class GFMNet(ManifoldMLP):
-    """`ManifoldMLP` whose input embedding is (cos θ, sin θ) per angle on a `FlatTorus` (the raw angles jump by 2π
-    at the seam); other manifolds keep the core's embedding. Called as net(x=, s=, t=) with times=2."""
-
-    def _feature_dim(self) -> int:
-        if isinstance(self.manifold, FlatTorus):
-            return 2 * self.manifold.dim
-        return super()._feature_dim()
-
-    def _features(self, x: torch.Tensor) -> torch.Tensor:
-        if isinstance(self.manifold, FlatTorus):
-            return torch.cat([x.cos(), x.sin()], dim=-1)
-        return super()._features(x)
+__all__ = ["build_flow_map"]
 
 
 def build_flow_map(
@@ -41,10 +24,12 @@ def build_flow_map(
     time_scale: float = 100.0,
     act: str = "silu",
 ) -> ParametrisedFlowMap:
-    """The GFM (and RFM baseline) model: `ParametrisedFlowMap(GFMNet(manifold, times=2, ...), manifold=manifold)`.
+    """The GFM (and RFM baseline) model: `ParametrisedFlowMap(ManifoldMLP(manifold, times=2, ...), manifold=manifold)`.
 
     Call it as X(x=x, s=s, t=t); `velocity(x=, s=, t=)` is v_{s,t} and `.diagonal_field` the implicit flow
     v_{t,t} used by the RFM loss, Euler sampling and the likelihood.
     """
-    net = GFMNet(manifold, times=2, hidden=tuple(hidden), time_embed_dim=time_embed_dim, time_scale=time_scale, act=act)
+    net = ManifoldMLP(
+        manifold, times=2, hidden=tuple(hidden), time_embed_dim=time_embed_dim, time_scale=time_scale, act=act
+    )
     return ParametrisedFlowMap(net, manifold=manifold)

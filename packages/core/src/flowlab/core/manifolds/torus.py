@@ -32,6 +32,10 @@ class FlatTorus(Manifold):
             raise ValueError(f"d: expected a positive int dimension, got {d!r}")
         self.dim = self.ambient_dim = d
 
+    def input_features(self, x: torch.Tensor) -> torch.Tensor:
+        """Seam-free network input: angles (B, d) -> (cos, sin) features (B, 2d)."""
+        return torch.cat([torch.cos(x), torch.sin(x)], dim=-1)
+
     def expmap(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         return wrap(x + u)
 
