@@ -132,9 +132,11 @@ def growth_correlation(
     *,
     time_key: str = "time",
     use_rep: str = "X_emb",
+    within_time: bool = False,
 ) -> float:
     """Pearson correlation of the learned g(t, x) at every cell (at its own time, within the fitted range) with
-    `true_growth`: (n_obs,)."""
+    `true_growth`: (n_obs,), pooled over all cells, or with `within_time=True` the mean of the per-time
+    correlations (spatial pattern only, insensitive to how the overall rate changes with time)."""
     series = time_series_from_adata(adata, time_key=time_key, use_rep=use_rep)
     _, st = model._require_fit()
     true_growth = np.asarray(true_growth, dtype=np.float64)
@@ -145,7 +147,12 @@ def growth_correlation(
         if st.times[0] <= t <= st.times[-1]:
             learned.append(model.growth(x.numpy(), t))
             truth.append(true_growth[idx])
-    g, y = np.concatenate(learned), np.concatenate(truth)
+    if within_time:
+        return float(np.nanmean([_pearson(g, y) for g, y in zip(learned, truth)]))
+    return _pearson(np.concatenate(learned), np.concatenate(truth))
+
+
+def _pearson(g: np.ndarray, y: np.ndarray) -> float:
     if g.std() == 0 or y.std() == 0:
         return float("nan")
     return float(np.corrcoef(g, y)[0, 1])

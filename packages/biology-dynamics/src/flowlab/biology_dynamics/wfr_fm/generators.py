@@ -13,6 +13,7 @@ All parameters are FlowLab's and are recorded in `uns["generator"]`.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -77,7 +78,7 @@ def branching_toggle_switch(
     if isinstance(n0, bool) or not isinstance(n0, int) or n0 < 2:
         raise ValueError(f"n0: expected an integer >= 2 founder cells, got {n0!r}")
     times = [float(t) for t in times]
-    if len(times) < 2 or any(b <= a for a, b in zip(times, times[1:])) or times[0] < 0:
+    if len(times) < 2 or any(b <= a for a, b in itertools.pairwise(times)) or times[0] < 0:
         raise ValueError(f"times: expected >= 2 increasing non-negative times, got {times}")
     gen = generator if generator is not None else torch.Generator().manual_seed(0)
 

@@ -43,8 +43,8 @@ class GrowthFields(nn.Module):
         g_hidden: Sequence[int] = (256,) * 3,
         growth: bool = True,
         act: str = "tanh",
-        time_embed_dim: int = 16,
-        time_scale: float = 4.0,
+        time_embed_dim: int = 32,
+        time_scale: float = 30.0,
     ) -> None:
         super().__init__()
         opts = {"act": act, "time_embed_dim": time_embed_dim, "time_scale": time_scale}
@@ -278,7 +278,9 @@ class TimeCourseModel(ABC):
         """Write a core checkpoint folder (tensors + JSON config) under `path`; returns the folder."""
         fields, _ = self._require_fit()
         meta = self._meta()
-        return save_checkpoint(path, model=fields, step=0, samples_seen=0, model_kwargs={"dim": meta["dim"]}, config=meta)
+        return save_checkpoint(
+            path, model=fields, step=0, samples_seen=0, model_kwargs={"dim": meta["dim"]}, config=meta
+        )
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, device: torch.device | str = "cpu") -> TimeCourseModel:
@@ -336,6 +338,8 @@ class WFRConfig:
     v_hidden: tuple[int, ...] = (256,) * 5
     g_hidden: tuple[int, ...] = (256,) * 3
     act: str = "tanh"
+    time_scale: float = 30.0
+    time_embed_dim: int = 32
     iters: int = 3000
     batch: int = 512
     lr: float = 5e-3
@@ -367,7 +371,15 @@ class WFRFlowMatching(TimeCourseModel):
 
     def _build(self, dim: int) -> GrowthFields:
         c = self.config
-        return GrowthFields(dim, v_hidden=c.v_hidden, g_hidden=c.g_hidden, act=c.act, growth=True)
+        return GrowthFields(
+            dim,
+            v_hidden=c.v_hidden,
+            g_hidden=c.g_hidden,
+            act=c.act,
+            growth=True,
+            time_scale=c.time_scale,
+            time_embed_dim=c.time_embed_dim,
+        )
 
     def _train(self, series, *, device, generator, callbacks, progress) -> None:
         import time
@@ -377,13 +389,26 @@ class WFRFlowMatching(TimeCourseModel):
         c = self.config
         start = time.perf_counter()
         self.plans = self.reuse_plans or unbalanced_plans(
-            series, delta=c.delta, reg_m=c.reg_m, chunk=c.chunk, num_iter_max=c.plan_iters, device=device,
+            series,
+            delta=c.delta,
+            reg_m=c.reg_m,
+            chunk=c.chunk,
+            num_iter_max=c.plan_iters,
+            device=device,
             generator=generator,
         )
         sampler = WFRSampler(series, self.plans, batch=c.batch, sigma=c.sigma, device=device)
         self.result = train_matching(
-            self.fields, sampler, iters=c.iters, lr=c.lr, lr_min=c.lr_min, ema=c.ema, device=device,
-            generator=generator, callbacks=callbacks, progress=progress,
+            self.fields,
+            sampler,
+            iters=c.iters,
+            lr=c.lr,
+            lr_min=c.lr_min,
+            ema=c.ema,
+            device=device,
+            generator=generator,
+            callbacks=callbacks,
+            progress=progress,
         )
         self.state.train_seconds = time.perf_counter() - start
         self.state.history = [dict(r) for r in self.result.history]

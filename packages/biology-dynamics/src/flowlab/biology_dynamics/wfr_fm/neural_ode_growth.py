@@ -31,6 +31,8 @@ class NeuralODEConfig:
     v_hidden: tuple[int, ...] = (128,) * 3
     g_hidden: tuple[int, ...] = (128,) * 2
     act: str = "tanh"
+    time_scale: float = 30.0
+    time_embed_dim: int = 32
     iters: int = 500
     batch: int = 256
     lr: float = 3e-3
@@ -76,7 +78,15 @@ class GrowthNeuralODE(TimeCourseModel):
 
     def _build(self, dim: int) -> GrowthFields:
         c = self.config
-        return GrowthFields(dim, v_hidden=c.v_hidden, g_hidden=c.g_hidden, act=c.act, growth=True)
+        return GrowthFields(
+            dim,
+            v_hidden=c.v_hidden,
+            g_hidden=c.g_hidden,
+            act=c.act,
+            growth=True,
+            time_scale=c.time_scale,
+            time_embed_dim=c.time_embed_dim,
+        )
 
     def _train(self, series, *, device, generator, callbacks, progress) -> None:
         c = self.config

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import time
 from dataclasses import dataclass
 
@@ -18,6 +17,8 @@ class OTCFMConfig:
 
     v_hidden: tuple[int, ...] = (256,) * 5
     act: str = "tanh"
+    time_scale: float = 30.0
+    time_embed_dim: int = 32
     iters: int = 3000
     batch: int = 256
     lr: float = 5e-3
@@ -35,17 +36,30 @@ class OTCFM(TimeCourseModel):
     config_cls = OTCFMConfig
 
     def _build(self, dim: int) -> GrowthFields:
-        return GrowthFields(dim, v_hidden=self.config.v_hidden, act=self.config.act, growth=False)
+        return GrowthFields(
+            dim,
+            v_hidden=self.config.v_hidden,
+            act=self.config.act,
+            growth=False,
+            time_scale=self.config.time_scale,
+            time_embed_dim=self.config.time_embed_dim,
+        )
 
     def _train(self, series, *, device, generator, callbacks, progress) -> None:
         c = self.config
         start = time.perf_counter()
         sampler = ExactOTSampler(series, batch=c.batch, device=device)
         self.result = train_matching(
-            self.fields, sampler, iters=c.iters, lr=c.lr, lr_min=c.lr_min, ema=c.ema, device=device,
-            generator=generator, callbacks=callbacks, progress=progress,
+            self.fields,
+            sampler,
+            iters=c.iters,
+            lr=c.lr,
+            lr_min=c.lr_min,
+            ema=c.ema,
+            device=device,
+            generator=generator,
+            callbacks=callbacks,
+            progress=progress,
         )
         self.state.train_seconds = time.perf_counter() - start
         self.state.history = [dict(r) for r in self.result.history]
-
-

@@ -149,9 +149,7 @@ class WFRDiracPath:
         angle = torch.atan2(A * s * q, q.square() - B * (A * s - B))
         x_s = x_0 + 2 * self.delta * angle[:, None] * unit
         if self.sigma > 0:
-            x_s = x_s + self.sigma * torch.randn(
-                x_s.shape, generator=generator, device=x_s.device, dtype=x_s.dtype
-            )
+            x_s = x_s + self.sigma * torch.randn(x_s.shape, generator=generator, device=x_s.device, dtype=x_s.dtype)
         u = omega[:, None] * unit / (m_s * dt_t)[:, None]
         g = (2 * A * s - 2 * B) / m_s / dt_t
         return WFRPathSample(x_0=x_0, x_1=x_1, m_0=m_0, m_1=m_1, s=s, x_s=x_s, m_s=m_s, u=u, g=g)

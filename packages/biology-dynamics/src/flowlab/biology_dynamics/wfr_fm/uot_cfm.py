@@ -18,6 +18,8 @@ class UOTCFMConfig:
     delta: float = 2.0
     v_hidden: tuple[int, ...] = (256,) * 5
     act: str = "tanh"
+    time_scale: float = 30.0
+    time_embed_dim: int = 32
     iters: int = 3000
     batch: int = 512
     lr: float = 5e-3
@@ -40,19 +42,39 @@ class UOTCFM(TimeCourseModel):
     config_cls = UOTCFMConfig
 
     def _build(self, dim: int) -> GrowthFields:
-        return GrowthFields(dim, v_hidden=self.config.v_hidden, act=self.config.act, growth=False)
+        return GrowthFields(
+            dim,
+            v_hidden=self.config.v_hidden,
+            act=self.config.act,
+            growth=False,
+            time_scale=self.config.time_scale,
+            time_embed_dim=self.config.time_embed_dim,
+        )
 
     def _train(self, series, *, device, generator, callbacks, progress) -> None:
         c = self.config
         start = time.perf_counter()
         self.plans = self.reuse_plans or unbalanced_plans(
-            series, delta=c.delta, reg_m=c.reg_m, chunk=c.chunk, num_iter_max=c.plan_iters, device=device,
+            series,
+            delta=c.delta,
+            reg_m=c.reg_m,
+            chunk=c.chunk,
+            num_iter_max=c.plan_iters,
+            device=device,
             generator=generator,
         )
         sampler = WFRSampler(series, self.plans, batch=c.batch, straight=True, device=device)
         self.result = train_matching(
-            self.fields, sampler, iters=c.iters, lr=c.lr, lr_min=c.lr_min, ema=c.ema, device=device,
-            generator=generator, callbacks=callbacks, progress=progress,
+            self.fields,
+            sampler,
+            iters=c.iters,
+            lr=c.lr,
+            lr_min=c.lr_min,
+            ema=c.ema,
+            device=device,
+            generator=generator,
+            callbacks=callbacks,
+            progress=progress,
         )
         self.state.train_seconds = time.perf_counter() - start
         self.state.history = [dict(r) for r in self.result.history]

@@ -1,0 +1,77 @@
+"""scanpy-style entry point: `fit(adata, time_key=..., use_rep=...)` learns WFR-FM and writes its fields back."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import anndata as ad
+import numpy as np
+import torch
+
+from flowlab.biology_dynamics.wfr_fm.data import embedding, obs_times
+from flowlab.biology_dynamics.wfr_fm.model import TimeCourseModel, WFRFlowMatching
+
+__all__ = ["CellsFit", "annotate", "fit"]
+
+
+@dataclass(frozen=True)
+class CellsFit:
+    """The annotated AnnData (the input, or its copy with copy=True) and the fitted model."""
+
+    adata: ad.AnnData
+    model: TimeCourseModel
+
+
+def annotate(model: TimeCourseModel, adata: ad.AnnData, *, time_key: str, use_rep: str, key_added: str) -> None:
+    """Write v(t, x) to obsm[f"velocity_{key_added}"], g(t, x) to obs[f"growth_{key_added}"] (each cell at its
+    own time, in data time units; NaN for cells outside the fitted time range) and the settings to uns[key_added]."""
+    _, st = model._require_fit()
+    X, t = embedding(adata, use_rep), obs_times(adata, time_key)
+    velocity = np.full(X.shape, np.nan, dtype=np.float32)
+    growth = np.full(X.shape[0], np.nan, dtype=np.float32)
+    for value in np.unique(t):
+        if st.times[0] <= value <= st.times[-1]:
+            rows = t == value
+            velocity[rows] = model.velocity(X[rows], float(value))
+            growth[rows] = model.growth(X[rows], float(value))
+    adata.obsm[f"velocity_{key_added}"] = velocity
+    adata.obs[f"growth_{key_added}"] = growth
+    meta = model._meta()
+    adata.uns[key_added] = {
+        "method": meta["method"],
+        "params": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(model.config).items() if v is not None},
+        "times": list(meta["times"]),
+        "time_key": time_key,
+        "use_rep": use_rep,
+        "train_seconds": float(meta["train_seconds"]),
+    }
+
+
+def fit(
+    adata: ad.AnnData,
+    *,
+    time_key: str = "time",
+    use_rep: str = "X_emb",
+    delta: float = 2.0,
+    key_added: str = "wfr_fm",
+    copy: bool = False,
+    hold_out: float | None = None,
+    device: torch.device | str = "cpu",
+    seed: int = 0,
+    **options: Any,
+) -> CellsFit:
+    """Fit WFR-FM to the cells of `adata` (times in obs[time_key], embedding in obsm[use_rep]) and annotate it
+    (see `annotate`). `options` are further `WFRConfig` fields (iters, batch, v_hidden, ...)."""
+    target = adata.copy() if copy else adata
+    model = WFRFlowMatching(delta=delta, **options)
+    model.fit(
+        target,
+        time_key=time_key,
+        use_rep=use_rep,
+        hold_out=hold_out,
+        device=device,
+        generator=torch.Generator(device).manual_seed(seed),
+    )
+    annotate(model, target, time_key=time_key, use_rep=use_rep, key_added=key_added)
+    return CellsFit(adata=target, model=model)
