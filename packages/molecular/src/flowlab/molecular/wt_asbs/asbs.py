@@ -1,0 +1,269 @@
+"""Adjoint Schroedinger-bridge sampler (ASBS) with an optional well-tempered CV bias (WT-ASBS).
+
+Base process (t=0 source, t=1 sample): dX = g(t) dW with the EDM-shaped g(t) = ((1-t) s_max^(1/rho) +
+t s_min^(1/rho))^rho (`EDMNoise`). Controlled SDE dX = g^2 b_theta(t, X) dt + g dW (core `solve_sde`).
+Adjoint matching: b_theta(t, X_t) -> -c(X_1), c = clip(grad(E + V)(X_1) / kT) + h_phi(X_1), with X_t from the base
+bridge between buffered (X_0, X_1) (core `BridgePath` with the closed-form cumulative variance).
+Corrector matching: h_phi(X_1) -> (X_0 - X_1) / V_tot, the score of the base transition.
+With a `WellTemperedBias`, hills are deposited at the CVs of every epoch's new samples after `skip_epochs`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from flowlab.core.grids import uniform
+from flowlab.core.nets import MLP, TimeMLP
+from flowlab.core.solvers import solve_sde
+from flowlab.molecular.wt_asbs.bias import WellTemperedBias
+from flowlab.molecular.wt_asbs.cvs import CVSet
+from flowlab.molecular.wt_asbs.potentials import Potential
+
+__all__ = ["ASBS", "ASBSConfig", "EDMNoise", "TrainLog", "clip_per_atom"]
+
+
+class EDMNoise:
+    """g(t) = ((1 - t) a + t b)^rho, a = sigma_max^(1/rho), b = sigma_min^(1/rho); S(t) = int_0^t g^2 (closed form)."""
+
+    def __init__(self, sigma_max: float, sigma_min: float, rho: float = 3.0) -> None:
+        if not (sigma_max > sigma_min > 0):
+            raise ValueError(f"sigma_max, sigma_min: expected sigma_max > sigma_min > 0, got {sigma_max}, {sigma_min}")
+        if not rho > 0:
+            raise ValueError(f"rho: expected a positive exponent, got {rho!r}")
+        self.sigma_max, self.sigma_min, self.rho = float(sigma_max), float(sigma_min), float(rho)
+        self.a, self.b = sigma_max ** (1 / rho), sigma_min ** (1 / rho)
+        self.total = self._antiderivative(0.0) - self._antiderivative(1.0)
+
+    def _antiderivative(self, t):
+        p = 2 * self.rho + 1
+        return ((1 - t) * self.a + t * self.b) ** p / (p * (self.a - self.b))
+
+    def g(self, t: torch.Tensor) -> torch.Tensor:
+        """t: (B,) -> g(t): (B,)."""
+        return ((1 - t) * self.a + t * self.b) ** self.rho
+
+    def variance(self, t: torch.Tensor) -> torch.Tensor:
+        """S(t) = int_0^t g(u)^2 du, elementwise; S(1) = `total` (V_tot)."""
+        return self._antiderivative(0.0) - self._antiderivative(t)
+
+
+def clip_per_atom(grad: torch.Tensor, max_norm: float, atom_dim: int) -> torch.Tensor:
+    """Scale each atom's (or each toy sample's, atom_dim = D) gradient block to norm <= max_norm: (B, D)."""
+    blocks = grad.view(grad.shape[0], -1, atom_dim)
+    norm = blocks.norm(dim=-1, keepdim=True)
+    return (blocks * (max_norm / norm.clamp_min(max_norm))).reshape(grad.shape)
+
+
+@dataclass(frozen=True)
+class ASBSConfig:
+    """Curriculum and sizes. stages: a string of 'A' (adjoint) / 'C' (corrector) stages."""
+
+    stages: str = "ACACA"
+    adjoint_epochs: int = 20
+    corrector_epochs: int = 10
+    steps_per_epoch: int = 50
+    batch_size: int = 256
+    buffer_size: int = 2048
+    new_samples: int = 256
+    sde_steps: int = 100
+    lr: float = 1e-3
+    weight_decay: float = 1e-3
+    grad_clip: float = 100.0
+    force_clip: float = 100.0
+    skip_epochs: int = 10
+    hidden: tuple[int, ...] = (64, 64, 64)
+
+    def __post_init__(self) -> None:
+        if not self.stages or set(self.stages) - {"A", "C"}:
+            raise ValueError(f"stages: expected a non-empty string of 'A'/'C', got {self.stages!r}")
+        for name in (
+            "adjoint_epochs",
+            "corrector_epochs",
+            "steps_per_epoch",
+            "batch_size",
+            "buffer_size",
+            "new_samples",
+            "sde_steps",
+        ):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name}: expected a positive integer, got {v!r}")
+        if self.skip_epochs < 0:
+            raise ValueError(f"skip_epochs: expected >= 0, got {self.skip_epochs!r}")
+
+
+@dataclass
+class TrainLog:
+    """Per-epoch records: stage, loss, energy evaluations so far, bias hills so far, wall seconds."""
+
+    stage: list[str] = field(default_factory=list)
+    loss: list[float] = field(default_factory=list)
+    energy_evals: list[int] = field(default_factory=list)
+    hills: list[int] = field(default_factory=list)
+    max_bias: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class ASBS:
+    """ASBS(potential, noise, config, ...) ; `.train()`, `.sample(n)`; WT-ASBS when `bias` and `cvs` are given.
+
+    source_std: std of the Gaussian source around source_mean ((D,) or None for 0); atom_dim: 3 for molecules
+    (per-atom force clipping and mean-free source), D for toys.
+    """
+
+    def __init__(
+        self,
+        potential: Potential,
+        noise: EDMNoise,
+        config: ASBSConfig,
+        *,
+        source_std: float,
+        source_mean: torch.Tensor | None = None,
+        cvs: CVSet | None = None,
+        bias: WellTemperedBias | None = None,
+        atom_dim: int | None = None,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        if (bias is None) != (cvs is None):
+            raise ValueError("bias, cvs: give both (WT-ASBS) or neither (ASBS)")
+        if bias is not None and bias.k != len(cvs):
+            raise ValueError(f"bias: grid has {bias.k} CVs, cvs has {len(cvs)}")
+        self.potential, self.noise, self.config = potential, noise, config
+        self.cvs, self.bias = cvs, bias
+        self.device, self.dtype = torch.device(device), dtype
+        self.dim = potential.dim
+        self.atom_dim = atom_dim or self.dim
+        if self.dim % self.atom_dim:
+            raise ValueError(f"atom_dim: {atom_dim} does not divide D = {self.dim}")
+        if not source_std > 0:
+            raise ValueError(f"source_std: expected a positive std, got {source_std!r}")
+        self.source_std = float(source_std)
+        kw = {"device": self.device, "dtype": dtype}
+        self.source_mean = torch.zeros(self.dim, **kw) if source_mean is None else source_mean.to(**kw).flatten()
+        if self.source_mean.numel() != self.dim:
+            raise ValueError(f"source_mean: expected {self.dim} values, got {self.source_mean.numel()}")
+        self.generator = generator if generator is not None else torch.Generator(self.device).manual_seed(0)
+        with torch.random.fork_rng(devices=[]):  # network init seeded from `generator`, global RNG untouched
+            torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=self.generator)))
+            self.controller = TimeMLP(self.dim, hidden=config.hidden, zero_out=True).to(**kw)
+            self.corrector = MLP(self.dim, self.dim, config.hidden, zero_out=True).to(**kw)
+        self.buffers = {"A": None, "C": None}
+        self.log = TrainLog()
+
+    # sampling -----------------------------------------------------------------------------------------
+    def _drift(self, *, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        g = self.noise.g(t)[:, None]
+        return g * g * self.controller(x=x, t=t)
+
+    def _source(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        z = torch.randn(n, self.dim, generator=generator, device=self.device, dtype=self.dtype)
+        if self.atom_dim == 3 and self.dim > 3:  # mean-free source noise
+            z = z.view(n, -1, 3)
+            z = (z - z.mean(1, keepdim=True)).view(n, self.dim)
+        return self.source_mean + self.source_std * z
+
+    @torch.no_grad()
+    def sample(self, n: int, *, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Draw n samples from the current controlled SDE: (X_0, X_1), each (n, D)."""
+        gen = generator if generator is not None else self.generator
+        x0 = self._source(n, gen)
+        x1 = solve_sde(self._drift, self.noise.g, x0, uniform(self.config.sde_steps).to(self.device), generator=gen)
+        return x0, x1
+
+    def total_grad(self, x: torch.Tensor, grad_e: torch.Tensor | None = None) -> torch.Tensor:
+        """grad (E + V)(x) / kT, clipped per atom: (B, D). grad_e: precomputed dE/dx (else one energy call)."""
+        if grad_e is None:
+            grad_e = -self.potential.energy_and_forces(x).forces
+        grad = grad_e
+        if self.bias is not None:
+            bv = self.bias(self.cvs(x.to(self.bias.values)))
+            grad = grad + self.cvs.pullback(x, bv.grad).to(grad)
+        grad = torch.nan_to_num(grad / self.potential.kT, nan=0.0, posinf=0.0, neginf=0.0)
+        return clip_per_atom(grad, self.config.force_clip, self.atom_dim)
+
+    # training ----------------------------------------------------------------------------------------
+    def _refresh(self, stage: str, epoch: int) -> None:
+        x0, x1 = self.sample(self.config.new_samples)
+        if stage == "A":
+            grad_e = -self.potential.energy_and_forces(x1).forces.to(x1)
+            new = (x0, x1, torch.nan_to_num(grad_e, nan=0.0, posinf=0.0, neginf=0.0))
+        else:
+            new = (x0, x1)
+        old = self.buffers[stage]
+        buf = new if old is None else tuple(torch.cat([o, n])[-self.config.buffer_size :] for o, n in zip(old, new))
+        self.buffers[stage] = buf
+        if self.bias is not None and epoch >= self.config.skip_epochs:
+            self.bias.add_hills(self.cvs(x1.to(self.bias.values)))
+
+    def _loss(self, stage: str) -> torch.Tensor:
+        buf = self.buffers[stage]
+        idx = torch.randint(0, len(buf[0]), (self.config.batch_size,), generator=self.generator, device=self.device)
+        x0, x1 = buf[0][idx], buf[1][idx]
+        if stage == "C":
+            target = (x0 - x1) / self.noise.total
+            return ((self.corrector(x1) - target) ** 2).sum(-1).mean()
+        t = torch.rand(len(idx), generator=self.generator, device=self.device, dtype=self.dtype)
+        xt = self.bridge_sample(x0, x1, t)
+        with torch.no_grad():
+            c = self.total_grad(x1, buf[2][idx]) + self.corrector(x1)
+        return ((self.controller(x=xt, t=t) + c) ** 2).sum(-1).mean()
+
+    def bridge_sample(self, x0: torch.Tensor, x1: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """X_t of the base bridge: (1 - r) X_0 + r X_1 + sqrt(r (1 - r) V_tot) z, r = S(t) / V_tot; (B, D).
+
+        The same law as core `BridgePath(noise.variance)` (checked in the tests) in closed form, without its
+        forward-mode derivative (the time derivative is not needed here).
+        """
+        r = (self.noise.variance(t) / self.noise.total)[:, None]
+        z = torch.randn(x1.shape, generator=self.generator, device=x1.device, dtype=x1.dtype)
+        if self.atom_dim == 3 and self.dim > 3:
+            z = z.view(len(z), -1, 3)
+            z = (z - z.mean(1, keepdim=True)).view(x1.shape)
+        return (1 - r) * x0 + r * x1 + (r * (1 - r) * self.noise.total).clamp_min(0).sqrt() * z
+
+    def train(self) -> TrainLog:
+        """Run the curriculum; returns the `TrainLog` (also at `.log`)."""
+        cfg = self.config
+        opts = {
+            "A": torch.optim.AdamW(self.controller.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay),
+            "C": torch.optim.AdamW(self.corrector.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay),
+        }
+        nets: dict[str, nn.Module] = {"A": self.controller, "C": self.corrector}
+        start, epoch = time.perf_counter(), 0
+        for stage in cfg.stages:
+            n_epochs = cfg.adjoint_epochs if stage == "A" else cfg.corrector_epochs
+            self.buffers[stage] = None  # a fresh buffer per stage: the other network changed
+            for _ in range(n_epochs):
+                self._refresh(stage, epoch)
+                total = 0.0
+                for _ in range(cfg.steps_per_epoch):
+                    loss = self._loss(stage)
+                    opts[stage].zero_grad(set_to_none=True)
+                    loss.backward()
+                    nn.utils.clip_grad_norm_(nets[stage].parameters(), cfg.grad_clip)
+                    opts[stage].step()
+                    total += float(loss.detach())
+                self.log.stage.append(stage)
+                self.log.loss.append(total / cfg.steps_per_epoch)
+                self.log.energy_evals.append(self.potential.n_evals)
+                self.log.hills.append(0 if self.bias is None else self.bias.n_hills)
+                self.log.max_bias.append(0.0 if self.bias is None else float(self.bias.values.max()))
+                epoch += 1
+        self.log.seconds = time.perf_counter() - start
+        return self.log
+
+    def state_dict(self) -> dict[str, object]:
+        """Tensors only: the two networks and (for WT-ASBS) the bias grids."""
+        state: dict[str, object] = {
+            "controller": self.controller.state_dict(),
+            "corrector": self.corrector.state_dict(),
+        }
+        if self.bias is not None:
+            state["bias"] = self.bias.state_dict()
+        return state

@@ -1,0 +1,463 @@
+"""Benchmarks `mol.wt_asbs.toy` (Mueller-Brown, four-well; exact PMFs by quadrature) and `mol.wt_asbs.aldp`
+(alanine dipeptide: WT-ASBS vs OpenMM well-tempered metadynamics and plain MD on the same ff96/OBC1 energy).
+
+Toy metrics per system `<sys>/...`: pmf_rmse (k_BT, populated range: exact F <= 6 k_BT), dF_err (|Delta F_AB| error
+in k_BT between the CV intervals A and B), basins (basins found in 2-D), evals (energy evaluations), wall_s.
+WT-ASBS' PMF is its bias estimate F = -gamma/(gamma-1) V; `pmf_rmse_rw` is its reweighted histogram.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import torch
+
+from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, require_file
+from flowlab.molecular.wt_asbs.analysis import (
+    basin_coverage,
+    delta_f_from_pmf,
+    delta_f_from_samples,
+    fes_rmse,
+    pmf_from_samples,
+    pmf_quadrature,
+    reweight,
+)
+from flowlab.molecular.wt_asbs.asbs import ASBS, ASBSConfig, EDMNoise
+from flowlab.molecular.wt_asbs.bias import WellTemperedBias
+from flowlab.molecular.wt_asbs.cvs import CVSet, LinearCV, TorsionCV
+from flowlab.molecular.wt_asbs.potentials import EmbeddedToy, FourWell, MuellerBrown, OpenMMPotential
+from flowlab.molecular.wt_asbs.reference import PHI, PSI, langevin, openmm_md, openmm_wtmetad
+
+__all__ = ["ALDP", "ALDP_BASINS", "SCENARIOS", "TOY", "make_toy", "run_aldp", "run_toy"]
+
+#: CV intervals (A, B) for Delta F_AB = F_B - F_A on each toy (CV = x).
+_TOY_INTERVALS = {
+    "mueller-brown": ((-1.5, -0.3), (0.3, 1.2)),
+    "four-well": ((-2.2, 0.0), (0.0, 2.2)),
+    "four-well-5d": ((-2.2, 0.0), (0.0, 2.2)),
+}
+#: (phi, psi) boxes in radians (spec §6.2).
+ALDP_BASINS = {
+    "C7eq": ((-2.5, -0.5), (0.3, 2.0)),
+    "C7ax": ((0.5, 2.0), (-2.0, -0.3)),
+    "aR": ((-2.5, -0.5), (-2.0, -0.3)),
+    "aL": ((0.3, 1.5), (0.0, 1.5)),
+}
+
+
+def make_toy(name: str):
+    """'mueller-brown' | 'four-well' | 'four-well-5d' (four-well + 3 harmonic dimensions)."""
+    if name == "mueller-brown":
+        return MuellerBrown()
+    if name == "four-well":
+        return FourWell()
+    if name == "four-well-5d":
+        return EmbeddedToy(FourWell(), 3)
+    raise ValueError(f"system: expected mueller-brown|four-well|four-well-5d, got {name!r}")
+
+
+def _toy_bias(pot, cfg, *, metad: bool = False) -> WellTemperedBias:
+    (lo, hi), _ = pot.box
+    return WellTemperedBias(
+        lo,
+        hi,
+        cfg["bias_bins"],
+        sigma=cfg["md_hill_sigma" if metad else "hill_sigma"],
+        height=cfg["md_hill_height" if metad else "hill_height"],
+        bias_factor=cfg["bias_factor"],
+        kT=1.0,
+    )
+
+
+def _run_one_toy(name: str, cfg, ctx: BenchContext):
+    pot = make_toy(name)
+    (lo, hi), _ = pot.box
+    edges = torch.linspace(lo, hi, cfg["pmf_bins"] + 1, dtype=torch.float64)
+    centres = 0.5 * (edges[1:] + edges[:-1])
+    exact = pmf_quadrature(make_toy(name.replace("-5d", "")).energy, pot.box, centres)
+    a, b = _TOY_INTERVALS[name]
+    df_exact = delta_f_from_pmf(exact, centres, a, b)
+    cvs = CVSet([LinearCV([1.0] + [0.0] * (pot.dim - 1))])
+    mean = torch.tensor(np.mean(pot.minima, axis=0).tolist() + [0.0] * (pot.dim - 2), dtype=torch.float32)
+    acfg = ASBSConfig(**cfg["asbs"])
+    noise = EDMNoise(cfg["sigma_max"], cfg["sigma_min"], 3.0)
+    out, pmfs = {}, {"exact": exact}
+
+    def summarise(x, pmf, df, evals, wall, extra=None):
+        found, _ = basin_coverage(x, pot.minima, pot.basin_radius)
+        m = {
+            f"{name}/pmf_rmse": fes_rmse(pmf, exact),
+            f"{name}/dF_err": abs(df - df_exact),
+            f"{name}/basins": float(found),
+            f"{name}/evals": float(evals),
+            f"{name}/wall_s": wall,
+        }
+        m.update({f"{name}/{k}": v for k, v in (extra or {}).items()})
+        return m
+
+    for method in ("WT-ASBS", "ASBS"):
+        pot.n_evals = 0
+        bias = _toy_bias(pot, cfg) if method == "WT-ASBS" else None
+        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=ctx.generator))
+        model = ASBS(
+            pot,
+            noise,
+            acfg,
+            source_std=cfg["source_std"],
+            source_mean=mean,
+            cvs=cvs if bias else None,
+            bias=bias,
+            generator=torch.Generator().manual_seed(seed),
+        )
+        start = time.perf_counter()
+        model.train()
+        _, x1 = model.sample(cfg["n_eval"])
+        wall = time.perf_counter() - start
+        s = x1[:, 0].double()
+        if bias is not None:
+            w = reweight(bias(s[:, None]).value, 1.0)
+            pmf_bias = -bias.bias_factor / (bias.bias_factor - 1) * bias(centres[:, None]).value
+            pmf_bias = pmf_bias - pmf_bias.min()
+            pmf_rw = pmf_from_samples(s, edges, weights=w)
+            pmfs["WT-ASBS (bias)"], pmfs["WT-ASBS (reweighted)"] = pmf_bias, pmf_rw
+            out[method] = summarise(
+                x1,
+                pmf_bias,
+                delta_f_from_samples(s, a, b, weights=w),
+                pot.n_evals,
+                wall,
+                {
+                    "pmf_rmse_rw": fes_rmse(pmf_rw, exact),
+                    "dF_err_bias": abs(delta_f_from_pmf(pmf_bias, centres, a, b) - df_exact),
+                    "ess_frac": float(1 / (w**2).sum()) / len(w),
+                },
+            )
+        else:
+            pmf = pmf_from_samples(s, edges)
+            pmfs[method] = pmf
+            out[method] = summarise(x1, pmf, delta_f_from_samples(s, a, b), pot.n_evals, wall)
+
+    walkers = torch.tensor(pot.minima[0], dtype=torch.float64).repeat(cfg["walkers"], 1)
+    walkers = torch.cat([walkers, torch.zeros(cfg["walkers"], pot.dim - 2, dtype=torch.float64)], 1)
+    for method in ("WTMetaD (Langevin)", "Langevin MD"):
+        pot.n_evals = 0
+        bias = _toy_bias(pot, cfg, metad=True) if method.startswith("WTMetaD") else None
+        res = langevin(
+            pot,
+            walkers,
+            steps=cfg["md_steps"],
+            dt=cfg["md_dt"],
+            generator=ctx.generator,
+            cvs=cvs if bias else None,
+            bias=bias,
+            deposit_every=cfg["md_deposit_every"],
+            record_every=cfg["md_record_every"],
+            burn_in=cfg["md_steps"] // 10,
+        )
+        s = res.samples[:, 0]
+        if bias is not None:
+            pmf = -bias.bias_factor / (bias.bias_factor - 1) * bias(centres[:, None]).value
+            pmf = pmf - pmf.min()
+            df = delta_f_from_pmf(pmf, centres, a, b)
+        else:
+            pmf, df = pmf_from_samples(s, edges), delta_f_from_samples(s, a, b)
+        pmfs[method] = pmf
+        out[method] = summarise(res.samples, pmf, df, res.energy_evals, res.seconds)
+    curve = Curve(
+        title=f"PMF along x: {name}",
+        xlabel="x",
+        ylabel="F / kT",
+        lines={k: (centres.tolist(), v.clamp(max=15).tolist()) for k, v in pmfs.items()},
+    )
+    return out, curve
+
+
+def run_toy(ctx: BenchContext) -> BenchResult:
+    cfg = ctx.config
+    ours, baselines, curves = {}, {}, []
+    for name in cfg["systems"]:
+        out, curve = _run_one_toy(name, cfg, ctx)
+        ours.update(out.pop("WT-ASBS"))
+        for k, v in out.items():
+            baselines.setdefault(k, {}).update(v)
+        curves.append(curve)
+    return BenchResult(metrics=ours, baselines=baselines, curves=curves)
+
+
+_TOY_COMMON = {
+    "bias_bins": 200,
+    "pmf_bins": 60,
+    "hill_sigma": 0.2,
+    "hill_height": 0.005,
+    "bias_factor": 6.0,
+    "sigma_max": 2.0,
+    "sigma_min": 0.01,
+    "source_std": 0.01,
+    "n_eval": 2000,
+    "walkers": 16,
+    "md_dt": 5e-4,
+    "md_hill_height": 0.2,
+    "md_hill_sigma": 0.1,
+    "md_deposit_every": 50,
+    "md_record_every": 10,
+}
+_TOY_DIRECTIONS = {
+    f"{s}/{m}": d
+    for s in _TOY_INTERVALS
+    for m, d in (("pmf_rmse", "min"), ("dF_err", "min"), ("basins", "max"), ("evals", "min"), ("wall_s", "min"))
+}
+
+TOY = Scenario(
+    name="mol.wt_asbs.toy",
+    package="mol",
+    method="wt_asbs",
+    run=run_toy,
+    variants={
+        "quick": {
+            **_TOY_COMMON,
+            "systems": ("mueller-brown", "four-well"),
+            "asbs": {
+                "stages": "ACACA",
+                "adjoint_epochs": 12,
+                "corrector_epochs": 4,
+                "steps_per_epoch": 30,
+                "sde_steps": 50,
+                "skip_epochs": 4,
+                "lr": 3e-3,
+            },
+            "md_steps": 4000,
+        },
+        "full": {
+            **_TOY_COMMON,
+            "systems": ("mueller-brown", "four-well", "four-well-5d"),
+            "asbs": {
+                "stages": "ACACACACA",
+                "adjoint_epochs": 40,
+                "corrector_epochs": 20,
+                "steps_per_epoch": 100,
+                "sde_steps": 100,
+                "skip_epochs": 20,
+                "lr": 1e-3,
+            },
+            "md_steps": 40000,
+        },
+    },
+    directions=_TOY_DIRECTIONS,
+    tags=frozenset({"sampling", "free-energy"}),
+    description="WT-ASBS vs ASBS vs well-tempered metadynamics / Langevin on toys with exact PMFs",
+)
+
+
+# --- alanine dipeptide ------------------------------------------------------------------------------------
+
+
+def _basin_df(phi_psi: np.ndarray, weights: np.ndarray | None, kT: float) -> dict[str, float]:
+    """Delta F (kJ/mol) of each basin relative to C7eq from (weighted) samples; pseudo-count 0.5 for empty ones."""
+    s = torch.as_tensor(phi_psi, dtype=torch.float64)
+    w = None if weights is None else torch.as_tensor(weights, dtype=torch.float64)
+    ref = ALDP_BASINS["C7eq"]
+    return {
+        f"dF_{k}": kT * delta_f_from_samples(s, ref, box, weights=w) for k, box in ALDP_BASINS.items() if k != "C7eq"
+    }
+
+
+def _fes_df(fes: np.ndarray, kT: float) -> dict[str, float]:
+    """Delta F (kJ/mol) between basins from an FES on a (G, G) grid over [-pi, pi]^2 (OpenMM order: psi, phi)."""
+    g = fes.shape[0]
+    nodes = np.linspace(-math.pi, math.pi, g)
+    f = torch.as_tensor(fes, dtype=torch.float64)  # OpenMM: fes[i_psi, i_phi]
+    phi, psi = np.meshgrid(nodes, nodes)
+
+    def logmass(box):
+        (p0, p1), (q0, q1) = box
+        mask = torch.as_tensor((phi >= p0) & (phi <= p1) & (psi >= q0) & (psi <= q1))
+        return torch.logsumexp(-f[mask] / kT, 0)
+
+    ref = logmass(ALDP_BASINS["C7eq"])
+    return {f"dF_{k}": float(kT * (ref - logmass(box))) for k, box in ALDP_BASINS.items() if k != "C7eq"}
+
+
+def _coverage(phi_psi: np.ndarray) -> float:
+    return float(
+        sum(
+            (
+                ((phi_psi[:, 0] >= p0) & (phi_psi[:, 0] <= p1) & (phi_psi[:, 1] >= q0) & (phi_psi[:, 1] <= q1)).sum()
+                >= 3
+                for (p0, p1), (q0, q1) in ALDP_BASINS.values()
+            )
+        )
+    )
+
+
+def run_aldp(ctx: BenchContext) -> BenchResult:
+    cfg = ctx.config
+    prmtop = require_file(ctx.data_root, "alanine_dipeptide", "openmm_tests", "alanine-dipeptide-implicit.prmtop")
+    inpcrd = require_file(ctx.data_root, "alanine_dipeptide", "openmm_tests", "alanine-dipeptide-implicit.inpcrd")
+    solvent = cfg["solvent"]
+    pot = OpenMMPotential(prmtop, solvent=solvent, workers=cfg["workers"], platform="Reference")
+    kT = pot.kT
+    x_ref = pot.positions(inpcrd).float()
+    cvs = CVSet([TorsionCV(PHI), TorsionCV(PSI)])
+    bias = WellTemperedBias(
+        (-math.pi, -math.pi),
+        (math.pi, math.pi),
+        cfg["grid"],
+        sigma=cfg["hill_sigma"],
+        height=cfg["hill_height"],
+        bias_factor=cfg["bias_factor"],
+        kT=kT,
+        periodic=True,
+    )
+    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=ctx.generator))
+    model = ASBS(
+        pot,
+        EDMNoise(cfg["sigma_max"], cfg["sigma_min"], 3.0),
+        ASBSConfig(**cfg["asbs"]),
+        source_std=cfg["source_std"],
+        source_mean=x_ref[0],
+        cvs=cvs,
+        bias=bias,
+        atom_dim=3,
+        generator=torch.Generator().manual_seed(seed),
+    )
+    start = time.perf_counter()
+    log = model.train()
+    _, x1 = model.sample(cfg["n_eval"])
+    wall = time.perf_counter() - start
+    s = cvs(x1.double())
+    v = bias(s).value
+    w = reweight(v, kT)
+    # sanity: one more deposition adds exactly the periodic Gaussians at the sampled CVs
+    before = bias.values.clone()
+    heights = bias.add_hills(s[:8])
+    n0, n1 = bias.nodes
+    d0 = torch.remainder(n0[None, :] - s[:8, 0:1] + math.pi, 2 * math.pi) - math.pi
+    d1 = torch.remainder(n1[None, :] - s[:8, 1:2] + math.pi, 2 * math.pi) - math.pi
+    expect = torch.einsum(
+        "bi,bj->ij",
+        heights[:, None] * torch.exp(-0.5 * (d0 / cfg["hill_sigma"]) ** 2),
+        torch.exp(-0.5 * (d1 / cfg["hill_sigma"]) ** 2),
+    )
+    hill_err = float((bias.values - before - expect).abs().max())
+    bias.load_state_dict({"values": before, "grads": bias.grads, "n_hills": torch.tensor(bias.n_hills)})
+    phi_psi = s.numpy()
+    ours = {
+        "evals": float(pot.n_evals),
+        "wall_s": wall,
+        "basins": _coverage(phi_psi),
+        "bias_max_kjmol": float(bias.values.max()),
+        "hills": float(bias.n_hills),
+        "hill_check_err": hill_err,
+        "ess_frac": float(1 / (w**2).sum()) / len(w),
+        "bias_grew": float(all(b2 >= b1 for b1, b2 in zip(log.max_bias, log.max_bias[1:], strict=False))),
+    }
+    ours.update(_basin_df(phi_psi, w.numpy(), kT))
+
+    meta = openmm_wtmetad(
+        prmtop,
+        inpcrd,
+        steps=cfg["md_steps"],
+        solvent=solvent,
+        seed=ctx.seed,
+        bias_factor=cfg["bias_factor"],
+        grid=cfg["grid"],
+        height=cfg["metad_height"],
+        frequency=cfg["metad_frequency"],
+    )
+    metad = {"evals": float(meta.energy_evals), "wall_s": meta.seconds, "basins": _coverage(meta.cvs)}
+    metad.update(_fes_df(meta.fes, kT))
+    md = openmm_md(prmtop, inpcrd, steps=cfg["md_steps"], solvent=solvent, seed=ctx.seed)
+    plain = {"evals": float(md.energy_evals), "wall_s": md.seconds, "basins": _coverage(md.cvs)}
+    plain.update(_basin_df(md.cvs, None, kT))
+    # FES RMSE (kT) of WT-ASBS' bias estimate against the metadynamics FES on the metad-visited region (< 20 kT)
+    f_ours = bias.free_energy().numpy().T  # to OpenMM's (psi, phi) layout
+    f_meta = meta.fes - meta.fes.min()
+    mask = f_meta < 20 * kT
+    diff = (f_ours - f_meta)[mask] / kT
+    ours["fes_rmse_vs_metad"] = float(np.sqrt(np.mean((diff - diff.mean()) ** 2)))
+    refs = {"ASBS [paper, internal coords, d=60]": {"KL_phi": 0.02, "KL_psi": 0.01, "W2_phi_psi": 0.25}}
+    curve = Curve(
+        title="WT-ASBS max bias (kJ/mol) per epoch",
+        xlabel="energy evaluations",
+        ylabel="max V",
+        lines={"WT-ASBS": ([float(e) for e in log.energy_evals], log.max_bias)},
+    )
+    return BenchResult(
+        metrics=ours,
+        baselines={"WTMetaD (OpenMM)": metad, "Langevin MD (OpenMM)": plain},
+        references=refs,
+        curves=[curve],
+    )
+
+
+ALDP = Scenario(
+    name="mol.wt_asbs.aldp",
+    package="mol",
+    method="wt_asbs",
+    run=run_aldp,
+    variants={
+        "quick": {
+            "solvent": "OBC1",
+            "workers": 1,
+            "grid": 150,
+            "hill_sigma": 0.2,
+            "hill_height": 0.0482,
+            "bias_factor": 8.0,
+            "sigma_max": 0.05,
+            "sigma_min": 1e-4,
+            "source_std": 0.01,
+            "n_eval": 256,
+            "asbs": {
+                "stages": "ACA",
+                "adjoint_epochs": 12,
+                "corrector_epochs": 6,
+                "steps_per_epoch": 10,
+                "batch_size": 64,
+                "new_samples": 64,
+                "buffer_size": 512,
+                "sde_steps": 50,
+                "skip_epochs": 5,
+                "lr": 1e-3,
+                "force_clip": 100.0,
+            },
+            "md_steps": 25000,
+            "metad_height": 1.0,
+            "metad_frequency": 500,
+        },
+        "full": {
+            "solvent": "OBC1",
+            "workers": 8,
+            "grid": 150,
+            "hill_sigma": 0.2,
+            "hill_height": 0.0482,
+            "bias_factor": 8.0,
+            "sigma_max": 0.6,
+            "sigma_min": 1e-4,
+            "source_std": 0.05,
+            "n_eval": 4096,
+            "asbs": {
+                "stages": "ACACACACA",
+                "adjoint_epochs": 1000,
+                "corrector_epochs": 500,
+                "steps_per_epoch": 100,
+                "batch_size": 64,
+                "new_samples": 256,
+                "buffer_size": 2048,
+                "sde_steps": 250,
+                "skip_epochs": 50,
+                "lr": 1e-4,
+                "force_clip": 100.0,
+            },
+            "md_steps": 2_500_000,
+            "metad_height": 1.0,
+            "metad_frequency": 500,
+        },
+    },
+    directions={"evals": "min", "wall_s": "min", "basins": "max", "fes_rmse_vs_metad": "min", "hill_check_err": "min"},
+    tags=frozenset({"sampling", "free-energy", "openmm"}),
+    description="alanine dipeptide (ff96/OBC1): WT-ASBS vs OpenMM WTMetaD and MD; quick = CPU sanity",
+)
+
+SCENARIOS = (TOY, ALDP)

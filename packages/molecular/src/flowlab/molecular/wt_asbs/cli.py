@@ -1,0 +1,178 @@
+"""`flowlab molecular sample|metad|evaluate` for WT-ASBS.
+
+A run folder holds config.json (method, system, settings), samples.pt (X_1, CVs, bias at the samples), state.pt
+(the controller, corrector and bias grids; tensors only) or, for `metad`, fes.pt and cvs.pt.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Annotated
+
+import torch
+import typer
+
+from flowlab.molecular.wt_asbs.analysis import basin_coverage, delta_f_from_samples, reweight
+from flowlab.molecular.wt_asbs.asbs import ASBS, ASBSConfig, EDMNoise
+from flowlab.molecular.wt_asbs.benchmarks import (
+    _TOY_INTERVALS,
+    ALDP,
+    ALDP_BASINS,
+    TOY,
+    _fes_df,
+    _toy_bias,
+    make_toy,
+)
+from flowlab.molecular.wt_asbs.bias import WellTemperedBias
+from flowlab.molecular.wt_asbs.cvs import CVSet, LinearCV, TorsionCV
+from flowlab.molecular.wt_asbs.potentials import OpenMMPotential
+from flowlab.molecular.wt_asbs.reference import PHI, PSI, openmm_wtmetad
+
+SYSTEMS = ("aldp", "mueller-brown", "four-well", "four-well-5d")
+
+
+def _aldp_files(data_root: str | None) -> tuple[Path, Path]:
+    root = Path(data_root or os.environ.get("FLOWLAB_DATA", ""))
+    base = root / "alanine_dipeptide" / "openmm_tests"
+    prmtop, inpcrd = base / "alanine-dipeptide-implicit.prmtop", base / "alanine-dipeptide-implicit.inpcrd"
+    for p in (prmtop, inpcrd):
+        if not p.is_file():
+            raise FileNotFoundError(f"alanine_dipeptide data set not found: {p} (set FLOWLAB_DATA or --data-root)")
+    return prmtop, inpcrd
+
+
+def sample(
+    system: Annotated[str, typer.Option(help="|".join(SYSTEMS))] = "four-well",
+    bias: Annotated[str, typer.Option(help="on (WT-ASBS) | off (ASBS)")] = "on",
+    out: Annotated[Path, typer.Option(help="run folder")] = Path("runs/wt_asbs"),
+    variant: Annotated[str, typer.Option(help="quick|full settings of the benchmark")] = "quick",
+    n: Annotated[int, typer.Option(help="samples to draw after training")] = 2000,
+    seed: int = 0,
+    data_root: Annotated[str | None, typer.Option(help="defaults to $FLOWLAB_DATA")] = None,
+) -> None:
+    """Train the (WT-)ASBS sampler on a system and draw samples."""
+    if system not in SYSTEMS:
+        raise typer.BadParameter(f"expected one of {SYSTEMS}, got {system!r}", param_hint="--system")
+    if bias not in ("on", "off"):
+        raise typer.BadParameter(f"expected on|off, got {bias!r}", param_hint="--bias")
+    if variant not in ("quick", "full"):
+        raise typer.BadParameter(f"expected quick|full, got {variant!r}", param_hint="--variant")
+    gen = torch.Generator().manual_seed(seed)
+    if system == "aldp":
+        cfg = dict(ALDP.variants[variant])
+        prmtop, inpcrd = _aldp_files(data_root)
+        pot = OpenMMPotential(prmtop, solvent=cfg["solvent"], workers=cfg["workers"])
+        cvs = CVSet([TorsionCV(PHI), TorsionCV(PSI)])
+        wt = WellTemperedBias(
+            (-math.pi, -math.pi),
+            (math.pi, math.pi),
+            cfg["grid"],
+            sigma=cfg["hill_sigma"],
+            height=cfg["hill_height"],
+            bias_factor=cfg["bias_factor"],
+            kT=pot.kT,
+            periodic=True,
+        )
+        kw = {"source_mean": pot.positions(inpcrd)[0].float(), "atom_dim": 3}
+    else:
+        cfg = dict(TOY.variants[variant])
+        pot = make_toy(system)
+        cvs = CVSet([LinearCV([1.0] + [0.0] * (pot.dim - 1))])
+        wt = _toy_bias(pot, cfg)
+        mean = [sum(m[0] for m in pot.minima) / len(pot.minima), sum(m[1] for m in pot.minima) / len(pot.minima)]
+        kw = {"source_mean": torch.tensor(mean + [0.0] * (pot.dim - 2))}
+    model = ASBS(
+        pot,
+        EDMNoise(cfg["sigma_max"], cfg["sigma_min"], 3.0),
+        ASBSConfig(**cfg["asbs"]),
+        source_std=cfg["source_std"],
+        cvs=cvs if bias == "on" else None,
+        bias=wt if bias == "on" else None,
+        generator=gen,
+        **kw,
+    )
+    log = model.train()
+    _, x1 = model.sample(n)
+    s = cvs(x1.double())
+    v = wt(s).value if bias == "on" else torch.zeros(len(s), dtype=torch.float64)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save({"x": x1, "cvs": s, "bias": v}, out / "samples.pt")
+    torch.save(model.state_dict(), out / "state.pt")
+    config = {
+        "method": "wt_asbs" if bias == "on" else "asbs",
+        "system": system,
+        "variant": variant,
+        "seed": seed,
+        "kT": pot.kT,
+        "energy_evals": pot.n_evals,
+        "train_seconds": log.seconds,
+    }
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    typer.echo(json.dumps(config))
+
+
+def metad(
+    system: Annotated[str, typer.Option(help="aldp")] = "aldp",
+    out: Annotated[Path, typer.Option(help="run folder")] = Path("runs/metad"),
+    steps: Annotated[int, typer.Option(help="2 fs MD steps")] = 25000,
+    bias_factor: float = 8.0,
+    height: Annotated[float, typer.Option(help="hill height, kJ/mol")] = 1.0,
+    seed: int = 0,
+    data_root: Annotated[str | None, typer.Option(help="defaults to $FLOWLAB_DATA")] = None,
+) -> None:
+    """OpenMM well-tempered metadynamics over (phi, psi) of alanine dipeptide (the reference)."""
+    if system != "aldp":
+        raise typer.BadParameter("only aldp (toys: see `flowlab bench --only mol.wt_asbs.toy`)", param_hint="--system")
+    prmtop, inpcrd = _aldp_files(data_root)
+    res = openmm_wtmetad(prmtop, inpcrd, steps=steps, solvent="OBC1", bias_factor=bias_factor, height=height, seed=seed)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save({"fes": torch.as_tensor(res.fes)}, out / "fes.pt")
+    torch.save({"cvs": torch.as_tensor(res.cvs)}, out / "samples.pt")
+    config = {
+        "method": "metad",
+        "system": "aldp",
+        "steps": steps,
+        "seed": seed,
+        "kT": 0.0083144626 * 300.0,
+        "energy_evals": res.energy_evals,
+        "seconds": res.seconds,
+    }
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    typer.echo(json.dumps(config))
+
+
+def evaluate(
+    run: Annotated[Path, typer.Argument(help="a run folder written by `sample` or `metad`")],
+    method: Annotated[str | None, typer.Option(help="override the run's method")] = None,
+) -> None:
+    """Delta F between basins, basin coverage and energy-evaluation counts of a run (printed as JSON)."""
+    cfg_path = run / "config.json"
+    if not cfg_path.is_file():
+        raise typer.BadParameter(f"no config.json in {run}", param_hint="RUN")
+    cfg = json.loads(cfg_path.read_text())
+    method = method or cfg.get("method")
+    if method not in ("wt_asbs", "asbs", "metad"):
+        raise typer.BadParameter(f"unknown method {method!r} (expected wt_asbs|asbs|metad)", param_hint="--method")
+    data = torch.load(run / "samples.pt", weights_only=True)
+    s = data["cvs"].double()
+    if method == "metad":  # biased trajectory: Delta F from the FES, not from raw samples
+        fes = torch.load(run / "fes.pt", weights_only=True)["fes"].numpy()
+        report = {"method": method, "system": "aldp", "energy_evals": cfg["energy_evals"]}
+        report.update({f"{k}_kjmol": v for k, v in _fes_df(fes, cfg["kT"]).items()})
+        typer.echo(json.dumps(report))
+        return
+    w = reweight(data["bias"], cfg["kT"]) if method == "wt_asbs" else None
+    report = {"method": method, "system": cfg["system"], "energy_evals": cfg["energy_evals"]}
+    if cfg["system"] == "aldp":
+        for name, box in ALDP_BASINS.items():
+            if name != "C7eq":
+                report[f"dF_{name}_kjmol"] = cfg["kT"] * delta_f_from_samples(s, ALDP_BASINS["C7eq"], box, weights=w)
+    else:
+        a, b = _TOY_INTERVALS[cfg["system"]]
+        pot = make_toy(cfg["system"])
+        report["dF_kT"] = delta_f_from_samples(s[:, 0], a, b, weights=w)
+        report["basins_found"], report["basin_counts"] = basin_coverage(data["x"], pot.minima, pot.basin_radius)
+    typer.echo(json.dumps(report))

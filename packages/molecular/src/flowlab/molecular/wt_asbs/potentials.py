@@ -1,0 +1,249 @@
+"""Energy engines behind one protocol: `energy_and_forces(x) -> EnergyForces(energy, forces)`, batched.
+
+Configurations are flat: x: (B, D) with D = 3 N for molecules (nm) and D = 2 (+ extra) for the analytic toys.
+Molecular energies are kJ/mol and forces kJ/mol/nm; the toys are dimensionless (energies in units of k_BT = 1).
+Every engine counts its energy evaluations (one per configuration) in `n_evals`.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import torch
+
+__all__ = [
+    "EV_TO_KJMOL",
+    "KB_KJMOL",
+    "EmbeddedToy",
+    "EnergyForces",
+    "FourWell",
+    "MuellerBrown",
+    "OpenMMPotential",
+    "Potential",
+    "ToyPotential",
+    "kT_kjmol",
+]
+
+EV_TO_KJMOL = 96.48533212  # 1 eV in kJ/mol
+KB_KJMOL = 0.0083144626  # Boltzmann constant in kJ/mol/K
+
+
+def kT_kjmol(temperature: float) -> float:
+    """k_B T in kJ/mol at `temperature` kelvin (2.494 kJ/mol at 300 K)."""
+    if not temperature > 0:
+        raise ValueError(f"temperature: expected a positive temperature in kelvin, got {temperature!r}")
+    return KB_KJMOL * temperature
+
+
+@dataclass(frozen=True)
+class EnergyForces:
+    """energy: (B,); forces = -dE/dx: (B, D)."""
+
+    energy: torch.Tensor
+    forces: torch.Tensor
+
+
+@runtime_checkable
+class Potential(Protocol):
+    """A batched energy: `dim` (D), `kT` (k_BT in the energy's unit), `n_evals`, `energy_and_forces(x: (B, D))`."""
+
+    dim: int
+    kT: float
+    n_evals: int
+
+    def energy_and_forces(self, x: torch.Tensor) -> EnergyForces: ...
+
+
+def _check_batch(x: torch.Tensor, dim: int) -> None:
+    if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != dim:
+        shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
+        raise ValueError(f"x: expected shape (B, {dim}), got {shape}")
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError("x: contains NaN or inf coordinates")
+
+
+class ToyPotential:
+    """Analytic 2-D energy (in k_BT) evaluated with autograd; subclasses define `energy(x: (B, 2)) -> (B,)`.
+
+    `minima`: (K, 2) basin centres (for basin coverage); `box`: ((x_lo, x_hi), (y_lo, y_hi)) for quadrature.
+    """
+
+    dim = 2
+    kT = 1.0
+    minima: tuple[tuple[float, float], ...] = ()
+    box: tuple[tuple[float, float], tuple[float, float]] = ((-1.0, 1.0), (-1.0, 1.0))
+    basin_radius = 0.3
+
+    def __init__(self) -> None:
+        self.n_evals = 0
+
+    def energy(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def energy_and_forces(self, x: torch.Tensor) -> EnergyForces:
+        _check_batch(x, self.dim)
+        self.n_evals += x.shape[0]
+        with torch.enable_grad():
+            xg = x.detach().requires_grad_(True)
+            e = self.energy(xg)
+            (grad,) = torch.autograd.grad(e.sum(), xg)
+        return EnergyForces(energy=e.detach(), forces=-grad)
+
+
+class MuellerBrown(ToyPotential):
+    """Mueller-Brown surface times `beta` (0.1 by default: energies in k_BT, barriers ~7-10 k_BT, three minima)."""
+
+    _A = (-200.0, -100.0, -170.0, 15.0)
+    _a = (-1.0, -1.0, -6.5, 0.7)
+    _b = (0.0, 0.0, 11.0, 0.6)
+    _c = (-10.0, -10.0, -6.5, 0.7)
+    _x0 = (1.0, 0.0, -0.5, -1.0)
+    _y0 = (0.0, 0.5, 1.5, 1.0)
+    minima = ((-0.558, 1.442), (-0.050, 0.467), (0.623, 0.028))
+    box = ((-1.7, 1.3), (-0.6, 2.2))
+    basin_radius = 0.3
+
+    def __init__(self, beta: float = 0.1) -> None:
+        super().__init__()
+        if not beta > 0:
+            raise ValueError(f"beta: expected a positive inverse temperature, got {beta!r}")
+        self.beta = float(beta)
+
+    def energy(self, x: torch.Tensor) -> torch.Tensor:
+        u, v = x[:, 0], x[:, 1]
+        e = torch.zeros_like(u)
+        for A, a, b, c, x0, y0 in zip(self._A, self._a, self._b, self._c, self._x0, self._y0, strict=True):
+            du, dv = u - x0, v - y0
+            e = e + A * torch.exp(a * du * du + b * du * dv + c * dv * dv)
+        return self.beta * e
+
+
+class FourWell(ToyPotential):
+    """E = a (x^2 - 1)^2 + b (y^2 - 1)^2 + c x + d y (k_BT): four wells near (+-1, +-1), tilted by c, d.
+
+    The default barrier along x (a = 6 k_BT) is high and the tilt makes the x > 0 wells rare; along y it is low.
+    """
+
+    box = ((-2.2, 2.2), (-2.2, 2.2))
+    basin_radius = 0.6
+
+    def __init__(self, a: float = 6.0, b: float = 3.0, c: float = 1.5, d: float = 0.5) -> None:
+        super().__init__()
+        self.a, self.b, self.c, self.d = float(a), float(b), float(c), float(d)
+        self.minima = tuple((sx * 1.0, sy * 1.0) for sx in (-1, 1) for sy in (-1, 1))
+
+    def energy(self, x: torch.Tensor) -> torch.Tensor:
+        u, v = x[:, 0], x[:, 1]
+        return self.a * (u * u - 1) ** 2 + self.b * (v * v - 1) ** 2 + self.c * u + self.d * v
+
+
+class EmbeddedToy(ToyPotential):
+    """A 2-D toy plus `extra` harmonic coordinates 0.5 k z^2: the PMF along x is unchanged, D = 2 + extra."""
+
+    def __init__(self, base: ToyPotential, extra: int, *, stiffness: float = 4.0) -> None:
+        super().__init__()
+        if not isinstance(extra, int) or extra < 0:
+            raise ValueError(f"extra: expected a non-negative number of extra dimensions, got {extra!r}")
+        self.base, self.extra, self.stiffness = base, extra, float(stiffness)
+        self.dim = 2 + extra
+        self.minima, self.box, self.basin_radius = base.minima, base.box, base.basin_radius
+
+    def energy(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base.energy(x[:, :2]) + 0.5 * self.stiffness * (x[:, 2:] ** 2).sum(-1)
+
+
+class OpenMMPotential:
+    """An AMBER prmtop through OpenMM (NoCutoff, no constraints), batched by a pool of Contexts.
+
+    prmtop: path of the topology; solvent: None (vacuum) or "OBC1"/"OBC2"/"GBn"/"GBn2"/"HCT" implicit solvent;
+    temperature: K (sets kT in kJ/mol); workers: number of Contexts (one thread each); platform: OpenMM platform
+    name. x: (B, 3 N) in nm -> energies (B,) kJ/mol, forces (B, 3 N) kJ/mol/nm.
+    """
+
+    def __init__(
+        self,
+        prmtop: str | Path,
+        *,
+        solvent: str | None = None,
+        temperature: float = 300.0,
+        workers: int = 1,
+        platform: str = "Reference",
+    ) -> None:
+        import openmm
+        from openmm import app
+
+        path = Path(prmtop)
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"prmtop: file not found: {path} (alanine_dipeptide data set; FLOWLAB_DATA="
+                f"{os.environ.get('FLOWLAB_DATA', '<unset>')})"
+            )
+        try:
+            self.prmtop = app.AmberPrmtopFile(str(path))
+        except Exception as err:  # OpenMM raises assorted types on malformed files
+            raise ValueError(f"prmtop: could not parse {path} as an AMBER prmtop: {err}") from err
+        implicit = None
+        if solvent is not None:
+            if solvent not in ("OBC1", "OBC2", "GBn", "GBn2", "HCT"):
+                raise ValueError(f"solvent: expected None or one of OBC1/OBC2/GBn/GBn2/HCT, got {solvent!r}")
+            implicit = getattr(app, solvent)
+        system = self.prmtop.createSystem(nonbondedMethod=app.NoCutoff, constraints=None, implicitSolvent=implicit)
+        self.n_atoms = system.getNumParticles()
+        self.dim = 3 * self.n_atoms
+        self.kT = kT_kjmol(temperature)
+        self.temperature = float(temperature)
+        if not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers: expected a positive integer, got {workers!r}")
+        plat = openmm.Platform.getPlatformByName(platform)
+        props = {"Threads": "1"} if platform == "CPU" else {}
+        self._contexts = [openmm.Context(system, openmm.VerletIntegrator(0.001), plat, props) for _ in range(workers)]
+        self._pool = ThreadPoolExecutor(workers) if workers > 1 else None
+        self.n_evals = 0
+
+    def _eval_chunk(self, ctx, xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        from openmm import unit
+
+        energies = np.empty(len(xs))
+        forces = np.empty_like(xs)
+        for i, pos in enumerate(xs):
+            ctx.setPositions(pos.reshape(-1, 3))
+            state = ctx.getState(getEnergy=True, getForces=True)
+            energies[i] = state.getPotentialEnergy().value_in_unit(unit.kilojoule_per_mole)
+            forces[i] = state.getForces(asNumpy=True).value_in_unit(unit.kilojoule_per_mole / unit.nanometer).ravel()
+        return energies, forces
+
+    def positions(self, inpcrd: str | Path) -> torch.Tensor:
+        """The coordinates of an AMBER inpcrd as (1, 3 N) nm float64, checked against this topology's atom count."""
+        from openmm import app, unit
+
+        path = Path(inpcrd)
+        if not path.is_file():
+            raise FileNotFoundError(f"inpcrd: file not found: {path}")
+        try:
+            pos = app.AmberInpcrdFile(str(path)).getPositions(asNumpy=True).value_in_unit(unit.nanometer)
+        except Exception as err:
+            raise ValueError(f"inpcrd: could not parse {path}: {err}") from err
+        if len(pos) != self.n_atoms:
+            raise ValueError(f"inpcrd: {path} has {len(pos)} atoms, the topology has {self.n_atoms}")
+        return torch.as_tensor(np.asarray(pos), dtype=torch.float64).reshape(1, -1)
+
+    def energy_and_forces(self, x: torch.Tensor) -> EnergyForces:
+        if isinstance(x, torch.Tensor) and x.dim() == 2 and x.shape[1] != self.dim and x.shape[1] % 3 == 0:
+            raise ValueError(f"x: {x.shape[1] // 3} atoms given, the topology has {self.n_atoms} (D = {self.dim})")
+        _check_batch(x, self.dim)
+        xs = x.detach().to("cpu", torch.float64).numpy()
+        self.n_evals += len(xs)
+        if self._pool is None:
+            e, f = self._eval_chunk(self._contexts[0], xs)
+        else:
+            chunks = np.array_split(np.arange(len(xs)), len(self._contexts))
+            parts = list(self._pool.map(lambda a: self._eval_chunk(a[0], xs[a[1]]), zip(self._contexts, chunks)))
+            e = np.concatenate([p[0] for p in parts])
+            f = np.concatenate([p[1] for p in parts])
+        kw = {"device": x.device, "dtype": x.dtype}
+        return EnergyForces(energy=torch.as_tensor(e, **kw), forces=torch.as_tensor(f, **kw))

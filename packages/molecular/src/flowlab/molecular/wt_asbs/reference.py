@@ -1,0 +1,191 @@
+"""References on the same energies: Langevin dynamics (plain or with well-tempered metadynamics) for the toys,
+and OpenMM well-tempered metadynamics (`openmm.app.Metadynamics`) / plain Langevin MD for alanine dipeptide.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from flowlab.molecular.wt_asbs.bias import WellTemperedBias
+from flowlab.molecular.wt_asbs.cvs import CVSet
+from flowlab.molecular.wt_asbs.potentials import Potential
+
+__all__ = ["LangevinResult", "MetadResult", "langevin", "openmm_md", "openmm_wtmetad"]
+
+
+@dataclass(frozen=True)
+class LangevinResult:
+    """samples: (N, D) recorded states; bias_values: (N,) V at each record (0 without bias); energy_evals; seconds."""
+
+    samples: torch.Tensor
+    bias_values: torch.Tensor
+    energy_evals: int
+    seconds: float
+
+
+def langevin(
+    potential: Potential,
+    x_init: torch.Tensor,
+    *,
+    steps: int,
+    dt: float,
+    generator: torch.Generator,
+    cvs: CVSet | None = None,
+    bias: WellTemperedBias | None = None,
+    deposit_every: int = 100,
+    record_every: int = 10,
+    burn_in: int = 0,
+) -> LangevinResult:
+    """Overdamped Langevin x <- x - grad(E + V) dt / kT + sqrt(2 dt) z for W walkers x_init: (W, D).
+
+    With `bias`, every walker deposits a well-tempered hill every `deposit_every` steps (multiple-walker WTMetaD).
+    """
+    if (bias is None) != (cvs is None):
+        raise ValueError("bias, cvs: give both (metadynamics) or neither (plain Langevin)")
+    if steps < 1 or dt <= 0:
+        raise ValueError(f"steps, dt: expected steps >= 1 and dt > 0, got {steps}, {dt}")
+    start, evals0 = time.perf_counter(), potential.n_evals
+    x = x_init.clone()
+    recs, vals = [], []
+    for i in range(steps):
+        grad = -potential.energy_and_forces(x).forces
+        if bias is not None:
+            s = cvs(x.to(bias.values))
+            grad = grad + cvs.pullback(x, bias(s).grad).to(grad)
+            if (i + 1) % deposit_every == 0:
+                bias.add_hills(s)
+        z = torch.randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)
+        x = x - grad / potential.kT * dt + math.sqrt(2 * dt) * z
+        if i >= burn_in and (i + 1) % record_every == 0:
+            recs.append(x.clone())
+            vals.append(bias(cvs(x.to(bias.values))).value if bias is not None else torch.zeros(len(x)))
+    return LangevinResult(
+        samples=torch.cat(recs),
+        bias_values=torch.cat(vals).to(torch.float64),
+        energy_evals=potential.n_evals - evals0,
+        seconds=time.perf_counter() - start,
+    )
+
+
+@dataclass(frozen=True)
+class MetadResult:
+    """fes: (G, G) kJ/mol on the grid (None for plain MD); cvs: (N, 2) recorded (phi, psi); energy_evals; seconds."""
+
+    fes: np.ndarray | None
+    cvs: np.ndarray
+    energy_evals: int
+    seconds: float
+
+
+PHI, PSI = (4, 6, 8, 14), (6, 8, 14, 16)
+
+
+def _md_simulation(prmtop: str | Path, inpcrd: str | Path, *, solvent, temperature, seed, platform, extra=None):
+    import openmm
+    from openmm import app, unit
+
+    for name, p in (("prmtop", prmtop), ("inpcrd", inpcrd)):
+        if not Path(p).is_file():
+            raise FileNotFoundError(f"{name}: file not found: {p}")
+    top = app.AmberPrmtopFile(str(prmtop))
+    crd = app.AmberInpcrdFile(str(inpcrd))
+    implicit = getattr(app, solvent) if solvent else None
+    system = top.createSystem(nonbondedMethod=app.NoCutoff, constraints=app.HBonds, implicitSolvent=implicit)
+    if extra is not None:
+        extra(system)
+    integ = openmm.LangevinMiddleIntegrator(temperature * unit.kelvin, 1.0 / unit.picosecond, 2.0 * unit.femtosecond)
+    integ.setRandomNumberSeed(int(seed))
+    plat = openmm.Platform.getPlatformByName(platform)
+    props = {"Threads": "1"} if platform == "CPU" else {}
+    return system, top, crd, integ, plat, props
+
+
+def _torsion_force(indices):
+    import openmm
+
+    f = openmm.CustomTorsionForce("theta")
+    f.addTorsion(*indices)
+    return f
+
+
+def _record_cvs(positions_nm: np.ndarray) -> np.ndarray:
+    from flowlab.molecular.wt_asbs.cvs import TorsionCV
+
+    x = torch.as_tensor(positions_nm, dtype=torch.float64).reshape(1, -1)
+    return np.array([float(TorsionCV(PHI)(x)), float(TorsionCV(PSI)(x))])
+
+
+def openmm_wtmetad(
+    prmtop: str | Path,
+    inpcrd: str | Path,
+    *,
+    steps: int,
+    solvent: str | None = None,
+    temperature: float = 300.0,
+    bias_factor: float = 8.0,
+    height: float = 1.0,
+    width: float = 0.35,
+    grid: int = 150,
+    frequency: int = 500,
+    record_every: int = 100,
+    seed: int = 0,
+    platform: str = "CPU",
+) -> MetadResult:
+    """OpenMM well-tempered metadynamics over (phi, psi), 2 fs LangevinMiddle, HBonds; FES from getFreeEnergy()."""
+    from openmm import app, unit
+
+    system, top, crd, integ, plat, props = _md_simulation(
+        prmtop, inpcrd, solvent=solvent, temperature=temperature, seed=seed, platform=platform
+    )
+    variables = [
+        app.BiasVariable(_torsion_force(idx), -math.pi, math.pi, width, periodic=True, gridWidth=grid)
+        for idx in (PHI, PSI)
+    ]
+    meta = app.Metadynamics(
+        system, variables, temperature * unit.kelvin, bias_factor, height * unit.kilojoule_per_mole, frequency
+    )
+    sim = app.Simulation(top.topology, system, integ, plat, props)
+    sim.context.setPositions(crd.positions)
+    sim.context.setVelocitiesToTemperature(temperature * unit.kelvin, int(seed))
+    start = time.perf_counter()
+    recs = []
+    for _ in range(steps // record_every):
+        meta.step(sim, record_every)
+        recs.append(np.asarray(meta.getCollectiveVariables(sim)))
+    fes = meta.getFreeEnergy().value_in_unit(unit.kilojoule_per_mole)
+    return MetadResult(fes=np.asarray(fes), cvs=np.stack(recs), energy_evals=steps, seconds=time.perf_counter() - start)
+
+
+def openmm_md(
+    prmtop: str | Path,
+    inpcrd: str | Path,
+    *,
+    steps: int,
+    solvent: str | None = None,
+    temperature: float = 300.0,
+    record_every: int = 100,
+    seed: int = 0,
+    platform: str = "CPU",
+) -> MetadResult:
+    """Plain Langevin MD (2 fs LangevinMiddle, HBonds), recording (phi, psi) every `record_every` steps."""
+    from openmm import app, unit
+
+    system, top, crd, integ, plat, props = _md_simulation(
+        prmtop, inpcrd, solvent=solvent, temperature=temperature, seed=seed, platform=platform
+    )
+    sim = app.Simulation(top.topology, system, integ, plat, props)
+    sim.context.setPositions(crd.positions)
+    sim.context.setVelocitiesToTemperature(temperature * unit.kelvin, int(seed))
+    start = time.perf_counter()
+    recs = []
+    for _ in range(steps // record_every):
+        sim.step(record_every)
+        pos = sim.context.getState(getPositions=True).getPositions(asNumpy=True).value_in_unit(unit.nanometer)
+        recs.append(_record_cvs(np.asarray(pos)))
+    return MetadResult(fes=None, cvs=np.stack(recs), energy_evals=steps, seconds=time.perf_counter() - start)

@@ -1,0 +1,399 @@
+"""WT-ASBS: collective variables, the well-tempered bias, reweighting, the base bridge, energies and errors."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from flowlab.core.grids import uniform
+from flowlab.core.paths.bridge import BridgePath
+from flowlab.core.solvers import solve_sde
+from flowlab.molecular.wt_asbs import (
+    ASBS,
+    EV_TO_KJMOL,
+    ASBSConfig,
+    CVSet,
+    DistanceCV,
+    DistanceDifferenceCV,
+    EDMNoise,
+    EmbeddedToy,
+    FourWell,
+    MuellerBrown,
+    OpenMMPotential,
+    TorsionCV,
+    WellTemperedBias,
+    delta_f_from_samples,
+    kT_kjmol,
+    pmf_quadrature,
+    reweight,
+)
+
+DATA = Path(os.environ.get("FLOWLAB_DATA", "/nonexistent"))
+ALDP = DATA / "alanine_dipeptide" / "openmm_tests"
+needs_aldp = pytest.mark.skipif(
+    not ALDP.is_dir(), reason=f"alanine_dipeptide data set not found under FLOWLAB_DATA={DATA}"
+)
+PHI, PSI = (4, 6, 8, 14), (6, 8, 14, 16)
+
+
+def _numpy_dihedral(p0, p1, p2, p3) -> float:
+    """Praxeolitic formula, written independently of TorsionCV (degrees)."""
+    b0, b1, b2 = p0 - p1, p2 - p1, p3 - p2
+    b1 = b1 / np.linalg.norm(b1)
+    v = b0 - np.dot(b0, b1) * b1
+    w = b2 - np.dot(b2, b1) * b1
+    return float(np.degrees(np.arctan2(np.dot(np.cross(b1, v), w), np.dot(v, w))))
+
+
+def _random_rotation(g: torch.Generator) -> torch.Tensor:
+    q, r = torch.linalg.qr(torch.randn(3, 3, generator=g, dtype=torch.float64))
+    q = q * torch.sign(torch.diagonal(r))
+    return q if torch.det(q) > 0 else -q
+
+
+def _fd_grad(f, x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    out = torch.zeros_like(x)
+    for j in range(x.shape[1]):
+        e = torch.zeros_like(x)
+        e[:, j] = eps
+        out[:, j] = (f(x + e) - f(x - e)) / (2 * eps)
+    return out
+
+
+# --- collective variables -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cv", [TorsionCV((0, 1, 2, 3)), DistanceCV(0, 2), DistanceDifferenceCV((0, 1), (1, 3))], ids=str
+)
+def test_cv_gradient_matches_finite_differences(cv):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(5, 12, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(cv.jacobian(x), _fd_grad(cv, x), atol=1e-6, rtol=1e-5)
+
+
+def test_torsion_matches_numpy_and_is_rigid_motion_invariant():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(4, 12, generator=g, dtype=torch.float64)
+    ref = [_numpy_dihedral(*xi.view(4, 3).numpy()) for xi in x]
+    np.testing.assert_allclose(np.degrees(TorsionCV((0, 1, 2, 3))(x).numpy()), ref, atol=0.01)
+    rot, shift = _random_rotation(g), torch.randn(3, generator=g, dtype=torch.float64)
+    moved = (x.view(4, 4, 3) @ rot.T + shift).view(4, 12)
+    np.testing.assert_allclose(np.degrees(TorsionCV((0, 1, 2, 3))(moved).numpy()), ref, atol=0.01)
+
+
+def test_cvset_pullback_is_the_jacobian_transpose_product():
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(3, 12, generator=g, dtype=torch.float64)
+    cvs = CVSet([TorsionCV((0, 1, 2, 3)), DistanceCV(1, 3)])
+    w = torch.randn(3, 2, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(cvs.pullback(x, w), torch.einsum("bk,bkd->bd", w, cvs.jacobian(x)))
+
+
+# --- the bias grid ------------------------------------------------------------------------------------
+
+
+def _bias2d(**kw) -> WellTemperedBias:
+    base = dict(sigma=0.3, height=1.0, bias_factor=8.0, kT=2.494, periodic=True)
+    return WellTemperedBias((-math.pi, -math.pi), (math.pi, math.pi), (60, 60), **{**base, **kw})
+
+
+def test_single_hill_equals_periodic_gaussian_at_nodes():
+    bias = _bias2d()
+    centre = torch.tensor([[3.0, -3.05]], dtype=torch.float64)  # near the corner: the hill wraps
+    heights = bias.add_hills(centre)
+    assert float(heights) == pytest.approx(1.0)  # empty bias: full height
+    n0, n1 = bias.nodes
+    # independent periodic Gaussian: sum over images
+    total = torch.zeros(60, 60, dtype=torch.float64)
+    for k0 in (-1, 0, 1):
+        for k1 in (-1, 0, 1):
+            d0 = n0[:, None] - centre[0, 0] + 2 * math.pi * k0
+            d1 = n1[None, :] - centre[0, 1] + 2 * math.pi * k1
+            total += torch.exp(-(d0**2 + d1**2) / (2 * 0.3**2))
+    torch.testing.assert_close(bias.values, total, atol=1e-9, rtol=0)
+
+
+def test_bias_gradient_matches_finite_differences_and_wraps_continuously():
+    bias = WellTemperedBias(
+        (-math.pi, -math.pi),
+        (math.pi, math.pi),
+        (300, 300),
+        sigma=0.3,
+        height=1.0,
+        bias_factor=8,
+        kT=2.494,
+        periodic=True,
+    )
+    g = torch.Generator().manual_seed(3)
+    bias.add_hills((torch.rand(20, 2, generator=g, dtype=torch.float64) * 2 - 1) * math.pi)
+    s = (torch.rand(50, 2, generator=g, dtype=torch.float64) * 2 - 1) * 3.0
+    grad = bias(s).grad
+    fd = _fd_grad(lambda z: bias(z).value, s, eps=float(bias.spacing[0]))
+    # interpolated analytic gradient vs differences of the interpolated value: agree to the grid resolution
+    assert float((grad - fd).abs().max()) < 0.05 * float(grad.abs().max()) + 1e-3
+    edge = torch.tensor([[math.pi - 1e-9, 0.4], [-math.pi + 1e-9, 0.4]], dtype=torch.float64)
+    v = bias(edge).value
+    assert float((v[0] - v[1]).abs()) < 1e-6
+
+
+def test_bias_forces_through_the_cv_jacobian_match_an_independent_evaluation():
+    """-(dV/ds)(ds/dx) from the grid vs autograd of the analytic sum of Gaussians at phi(x)."""
+    bias = WellTemperedBias(-math.pi, math.pi, 400, sigma=0.35, height=1.0, bias_factor=8, kT=1.0, periodic=True)
+    centres = torch.tensor([[0.3], [-2.0], [2.9]], dtype=torch.float64)
+    bias.add_hills(centres[:1])
+    hs = torch.cat([torch.ones(1, dtype=torch.float64), bias.add_hills(centres[1:])])  # well-tempered heights
+    assert bool((hs[1:] < 1).all())
+    cvs = CVSet([TorsionCV((0, 1, 2, 3))])
+    x = torch.randn(4, 12, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    forces = -cvs.pullback(x, bias(cvs(x)).grad)
+
+    def analytic(xx):
+        s = cvs(xx)[:, 0]
+        d = s[:, None] - centres[:, 0][None]
+        d = d - 2 * math.pi * torch.round(d / (2 * math.pi))
+        return (torch.exp(-0.5 * (d / 0.35) ** 2) * hs[None]).sum(-1)
+
+    xg = x.clone().requires_grad_(True)
+    (ref,) = torch.autograd.grad(analytic(xg).sum(), xg)
+    torch.testing.assert_close(forces, -ref, atol=2e-3, rtol=2e-3)
+
+
+def test_well_tempered_limit_on_a_1d_toy():
+    """Depositing at exact samples of exp(-(F + V)) drives V -> -(1 - 1/gamma) F (+ const) within 0.2 kT."""
+    g = torch.Generator().manual_seed(5)
+    gamma, kT = 4.0, 1.0
+    bias = WellTemperedBias(-2.5, 2.5, 251, sigma=0.15, height=0.05, bias_factor=gamma, kT=kT)
+    s_grid = bias.nodes[0]
+    free = 3.0 * (s_grid**2 - 1) ** 2 + 0.5 * s_grid  # exact F in kT
+    for _ in range(400):
+        logp = -(free + bias.values) / kT
+        p = torch.softmax(logp, 0)
+        idx = torch.multinomial(p, 64, replacement=True, generator=g)
+        jitter = (torch.rand(64, generator=g, dtype=torch.float64) - 0.5) * bias.spacing[0]
+        bias.add_hills((s_grid[idx] + jitter).clamp(-2.5, 2.5)[:, None])
+    target = -(1 - 1 / gamma) * free
+    mask = (free - free.min()) < 4.0  # the populated range
+    diff = (bias.values - target)[mask]
+    assert float((diff - diff.mean()).abs().max()) < 0.2
+
+
+def test_reweighting_recovers_the_unbiased_expectation():
+    """Samples from exp(-(E + V)) weighted by exp(V) reproduce E_p[f] of exp(-E) on a 1-D double well (3 s.e.)."""
+    g = torch.Generator().manual_seed(6)
+    s = torch.linspace(-3, 3, 6001, dtype=torch.float64)
+    energy = 2.0 * (s**2 - 1) ** 2 + 0.8 * s
+    vbias = 1.5 * torch.exp(-((s + 1) ** 2) / 0.5)  # a bias flattening the deeper well
+    f = (s > 0).to(torch.float64)  # probability of the right well
+    truth = float((torch.softmax(-energy, 0) * f).sum())
+    n = 20000
+    idx = torch.multinomial(torch.softmax(-(energy + vbias), 0), n, replacement=True, generator=g)
+    w = reweight(vbias[idx], 1.0)
+    est = float((w * f[idx]).sum())
+    ess = 1.0 / float((w**2).sum())
+    se = math.sqrt(truth * (1 - truth) / ess)
+    assert abs(est - truth) < 3 * se
+    df = delta_f_from_samples(s[idx], (-3, 0), (0, 3), weights=w)
+    assert df == pytest.approx(-math.log(truth / (1 - truth)), abs=3 * se / (truth * (1 - truth)))
+
+
+def test_units_hill_height_in_kjmol():
+    assert pytest.approx(0.04824, abs=1e-5) == 0.0005 * EV_TO_KJMOL
+    assert kT_kjmol(300.0) == pytest.approx(2.494, abs=1e-3)
+
+
+# --- base process, bridge and corrector target --------------------------------------------------------
+
+
+def test_edm_noise_cumulative_variance_closed_form():
+    noise = EDMNoise(6.0, 1e-3, 3.0)
+    t = torch.linspace(0, 1, 20001, dtype=torch.float64)
+    g2 = noise.g(t) ** 2
+    numeric = torch.cat([torch.zeros(1, dtype=torch.float64), torch.cumulative_trapezoid(g2, t)])
+    torch.testing.assert_close(noise.variance(t), numeric, rtol=1e-6, atol=1e-6)
+    assert noise.total == pytest.approx(float(numeric[-1]), rel=1e-6)
+
+
+def test_base_bridge_matches_the_zero_drift_sde_and_core_bridge():
+    noise = EDMNoise(2.0, 0.01)
+    g = torch.Generator().manual_seed(7)
+    n, t_mid = 4000, 0.3
+    x0 = torch.zeros(n, 1, dtype=torch.float64)
+    grid = uniform(400).to(torch.float64)
+    traj = solve_sde(lambda x, t: torch.zeros_like(x), noise.g, x0, grid, generator=g, return_trajectory=True)
+    k = int(t_mid * 400)
+    xt, x1 = traj.states[k][:, 0], traj.states[-1][:, 0]
+    # regress X_t on X_1: E[X_t | X_1] = r X_1 (x0 = 0), Var = r (1 - r) V
+    r_sim = float((xt * x1).mean() / (x1 * x1).mean())
+    resid = float((xt - r_sim * x1).var())
+    r = float(noise.variance(torch.tensor(t_mid, dtype=torch.float64)) / noise.total)
+    assert r_sim == pytest.approx(r, abs=0.03)
+    assert resid == pytest.approx(r * (1 - r) * noise.total, rel=0.08)
+    # the sampler's closed form draws the same law as the core BridgePath
+    model = ASBS(FourWell(), noise, ASBSConfig(), source_std=1.0, dtype=torch.float64, generator=g)
+    a, b = torch.zeros(n, 2, dtype=torch.float64), torch.ones(n, 2, dtype=torch.float64)
+    tt = torch.full((n,), t_mid, dtype=torch.float64)
+    ours = model.bridge_sample(a, b, tt)
+    core = BridgePath(noise.variance).sample(a, b, tt, generator=g).x_t
+    torch.testing.assert_close(ours.mean(0), core.mean(0), atol=0.05, rtol=0)
+    torch.testing.assert_close(ours.var(0), core.var(0), atol=0.05, rtol=0.05)
+
+
+def test_corrector_target_is_the_base_transition_score():
+    noise = EDMNoise(2.0, 0.01)
+    x0 = torch.randn(6, 3, dtype=torch.float64)
+    x1 = (x0 + torch.randn(6, 3, dtype=torch.float64)).requires_grad_(True)
+    logp = torch.distributions.Normal(x0, math.sqrt(noise.total)).log_prob(x1).sum()
+    (score,) = torch.autograd.grad(logp, x1)
+    torch.testing.assert_close((x0 - x1.detach()) / noise.total, score)
+
+
+def test_mean_free_source_keeps_the_centre_of_mass_at_zero():
+    class Harmonic:
+        dim, kT, n_evals = 12, 1.0, 0
+
+        def energy_and_forces(self, x):
+            raise AssertionError("not called")
+
+    model = ASBS(Harmonic(), EDMNoise(1.0, 0.01), ASBSConfig(), source_std=1.0, atom_dim=3, dtype=torch.float64)
+    x0 = model._source(100, torch.Generator().manual_seed(8))
+    assert float(x0.view(100, 4, 3).mean(1).abs().max()) < 1e-6
+
+
+# --- toy energies ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pot", [MuellerBrown(), FourWell(), EmbeddedToy(FourWell(), 3)], ids=str)
+def test_toy_forces_are_minus_the_energy_gradient(pot):
+    x = torch.randn(4, pot.dim, generator=torch.Generator().manual_seed(9), dtype=torch.float64) * 0.5
+    out = pot.energy_and_forces(x)
+    torch.testing.assert_close(out.forces, -_fd_grad(pot.energy, x), atol=1e-5, rtol=1e-5)
+    assert pot.n_evals == 4
+
+
+def test_embedding_leaves_the_pmf_unchanged_and_bad_input_raises():
+    centres = torch.linspace(-2, 2, 41, dtype=torch.float64)
+    emb = EmbeddedToy(FourWell(), 2)
+    torch.testing.assert_close(
+        pmf_quadrature(FourWell().energy, FourWell.box, centres),
+        pmf_quadrature(
+            lambda z: emb.energy(torch.cat([z, torch.zeros(len(z), 2, dtype=z.dtype)], 1)), FourWell.box, centres
+        ),
+    )
+    with pytest.raises(ValueError, match="x"):
+        FourWell().energy_and_forces(torch.tensor([[float("nan"), 0.0]]))
+    with pytest.raises(ValueError, match="x"):
+        FourWell().energy_and_forces(torch.zeros(3, 4))
+
+
+def test_asbs_learns_a_gaussian_target():
+    """Tiny ASBS run on E = |x - m|^2 / (2 s^2): sample mean and std within 0.15 of (m, s)."""
+
+    class Gauss:
+        dim, kT, n_evals = 2, 1.0, 0
+        m, s = torch.tensor([1.0, -0.5]), 0.5
+
+        def energy_and_forces(self, x):
+            self.n_evals += len(x)
+            d = x - self.m
+            return type("EF", (), {"energy": (d**2).sum(-1) / (2 * self.s**2), "forces": -d / self.s**2})()
+
+    cfg = ASBSConfig(
+        stages="ACA",
+        adjoint_epochs=4,
+        corrector_epochs=2,
+        steps_per_epoch=25,
+        sde_steps=30,
+        lr=3e-3,
+        batch_size=128,
+        new_samples=128,
+        hidden=(32, 32),
+    )
+    model = ASBS(Gauss(), EDMNoise(2.0, 0.01), cfg, source_std=1.0, generator=torch.Generator().manual_seed(10))
+    model.train()
+    _, x1 = model.sample(2000)
+    assert float((x1.mean(0) - Gauss.m).abs().max()) < 0.15
+    assert float((x1.std(0) - Gauss.s).abs().max()) < 0.15
+    assert model.potential.n_evals == 4 * 2 * 128  # only adjoint epochs call the energy
+
+
+# --- OpenMM ------------------------------------------------------------------------------------------------
+
+
+@needs_aldp
+@pytest.mark.parametrize(("solvent", "expected"), [(None, -88.089), ("OBC1", -138.970)])
+def test_openmm_potential_reproduces_reference_energy_and_forces(solvent, expected):
+    pot = OpenMMPotential(ALDP / "alanine-dipeptide-implicit.prmtop", solvent=solvent, workers=2)
+    x = pot.positions(ALDP / "alanine-dipeptide-implicit.inpcrd")
+    out = pot.energy_and_forces(x.repeat(2, 1))
+    assert float(out.energy[0]) == pytest.approx(expected, abs=0.01)
+    assert float(out.energy[1]) == pytest.approx(expected, abs=0.01)
+    g = torch.Generator().manual_seed(11)
+    d = torch.randn(1, pot.dim, generator=g, dtype=torch.float64)
+    d = d / d.norm()
+    h = 1e-5
+    fd = (pot.energy_and_forces(x + h * d).energy - pot.energy_and_forces(x - h * d).energy) / (2 * h)
+    assert float(-(out.forces[:1] * d).sum()) == pytest.approx(float(fd), rel=1e-3)
+
+
+@needs_aldp
+def test_shipped_structure_is_extended_and_torsions_match_numpy():
+    pot = OpenMMPotential(ALDP / "alanine-dipeptide-implicit.prmtop")
+    x = pot.positions(ALDP / "alanine-dipeptide-implicit.inpcrd")
+    a = x.view(-1, 3).numpy()
+    for idx in (PHI, PSI):
+        ours = math.degrees(float(TorsionCV(idx)(x)))
+        assert ours == pytest.approx(_numpy_dihedral(*a[list(idx)]), abs=0.01)
+        assert abs(abs(ours) - 180.0) < 1.0  # extended structure
+
+
+@needs_aldp
+def test_openmm_errors_are_clear(tmp_path):
+    with pytest.raises(FileNotFoundError, match="prmtop"):
+        OpenMMPotential(tmp_path / "missing.prmtop")
+    bad = tmp_path / "bad.prmtop"
+    bad.write_text("this is not a prmtop\n")
+    with pytest.raises(ValueError, match="prmtop"):
+        OpenMMPotential(bad)
+    pot = OpenMMPotential(ALDP / "alanine-dipeptide-implicit.prmtop")
+    with pytest.raises(ValueError, match="atoms"):
+        pot.energy_and_forces(torch.zeros(2, 3 * 21, dtype=torch.float64))
+    x = pot.positions(ALDP / "alanine-dipeptide-implicit.inpcrd").clone()
+    x[0, 5] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        pot.energy_and_forces(x)
+    with pytest.raises(FileNotFoundError, match="inpcrd"):
+        pot.positions(tmp_path / "missing.inpcrd")
+    wrong = tmp_path / "wrong.inpcrd"
+    wrong.write_text("title\n    1\n   0.0000000   0.0000000   0.0000000\n")
+    with pytest.raises(ValueError, match="inpcrd"):
+        pot.positions(wrong)
+
+
+# --- CLI ----------------------------------------------------------------------------------------------------
+
+
+@needs_aldp
+def test_cli_metad_then_evaluate(tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from flowlab.molecular.cli import app
+
+    runner = CliRunner()
+    run = tmp_path / "metad"
+    res = runner.invoke(app, ["metad", "--steps", "1000", "--out", str(run), "--data-root", str(DATA)])
+    assert res.exit_code == 0, res.output
+    assert (run / "fes.pt").is_file() and (run / "config.json").is_file()
+    res = runner.invoke(app, ["evaluate", str(run)])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output.strip().splitlines()[-1])
+    assert report["energy_evals"] == 1000 and math.isfinite(report["dF_aR_kjmol"])
+    res = runner.invoke(app, ["evaluate", str(tmp_path)])
+    assert res.exit_code != 0 and "config.json" in res.output
