@@ -8,11 +8,11 @@ import numpy as np
 
 def _rollout(seed: int) -> np.ndarray:
     env = gym.make("Pendulum-v1")
-    obs, _ = env.reset(seed=seed)
+    env.reset(seed=seed)
     rng = np.random.default_rng(seed)
     rewards = []
     for _ in range(20):
-        obs, r, *_ = env.step(rng.uniform(-2, 2, size=(1,)).astype(np.float32))
+        _, r, *_ = env.step(rng.uniform(-2, 2, size=(1,)).astype(np.float32))
         rewards.append(r)
     env.close()
     return np.asarray(rewards)

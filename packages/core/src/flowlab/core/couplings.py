@@ -118,10 +118,12 @@ def cost_matrix(x_0: torch.Tensor, x_1: torch.Tensor, cost: Cost = "sqeuclidean"
     a `Manifold` gives squared geodesic distances (points are checked to lie on it); a callable is called as
     `cost(x_0, x_1)` and must return a finite (B0, B1) tensor.
     """
-    check_tensor(x_0, "x_0")
-    check_tensor(x_1, "x_1")
-    if x_0.shape[1:] != x_1.shape[1:]:
-        raise ValueError(f"x_0, x_1: event shapes differ, {tuple(x_0.shape[1:])} vs {tuple(x_1.shape[1:])}")
+    _check_pair_inputs(x_0, x_1)
+    return _cost(x_0, x_1, cost)
+
+
+def _cost(x_0: torch.Tensor, x_1: torch.Tensor, cost: Cost) -> torch.Tensor:
+    """`cost_matrix` for inputs already checked by `_check_pair_inputs`."""
     if isinstance(cost, Manifold):
         cost.check_point(x_0, "x_0")
         cost.check_point(x_1, "x_1")
@@ -161,9 +163,10 @@ def _sample_categorical(p: torch.Tensor, n: int, generator: torch.Generator | No
 
 
 def _cost_numpy(x_0: torch.Tensor, x_1: torch.Tensor, cost: Cost) -> np.ndarray:
-    """The cost matrix as a CPU float64 numpy array (one device transfer, no gradient)."""
+    """The cost matrix as a CPU float64 numpy array (one device transfer, no gradient), computed in float64: the
+    network simplex pivots on exact comparisons, so float32 rounding of the costs would change the plan."""
     with torch.no_grad():
-        c = cost_matrix(x_0.detach(), x_1.detach(), cost)
+        c = _cost(x_0.detach().to(torch.float64), x_1.detach().to(torch.float64), cost)
     return c.to("cpu", torch.float64).numpy()
 
 

@@ -17,8 +17,9 @@ from flowlab.core.schedules import CondOT
 
 
 def _raw_pot(x0: torch.Tensor, x1: torch.Tensor) -> np.ndarray:
-    """The floor: POT's own cost and solve on the numpy arrays, argmax of the plan."""
-    a, b = x0.reshape(len(x0), -1).cpu().numpy(), x1.reshape(len(x1), -1).cpu().numpy()
+    """The floor: POT's own float64 cost and solve on the numpy arrays, argmax of the plan."""
+    a = x0.reshape(len(x0), -1).cpu().double().numpy()
+    b = x1.reshape(len(x1), -1).cpu().double().numpy()
     plan = ot.emd(np.empty(0), np.empty(0), ot.dist(a, b))
     return plan.argmax(1)
 
@@ -92,7 +93,7 @@ SCENARIO = Scenario(
     method="exact_ot",
     run=run,
     variants={
-        "quick": {"batches": [256, 1024], "repeats": 3, "sinkhorn_reg": 0.05},
+        "quick": {"batches": [256, 1024], "repeats": 5, "sinkhorn_reg": 0.05},
         "full": {"batches": [256, 1024, 2048], "repeats": 7, "sinkhorn_reg": 0.05},
     },
     directions={

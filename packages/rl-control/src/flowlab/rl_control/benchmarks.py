@@ -1,0 +1,7 @@
+"""Benchmark scenarios of the RL package (entry point `flowlab.benchmarks`: rl)."""
+
+from flowlab.rl_control.value_flows.benchmarks import SCENARIOS as _VALUE_FLOWS
+
+SCENARIOS = (*_VALUE_FLOWS,)
+
+__all__ = ["SCENARIOS"]

@@ -1,0 +1,334 @@
+"""Agents sharing one interface and data pipeline: Value Flows (and its ablations), C51, IQN and a scalar TD critic,
+each with the same behaviour-cloning flow actor and rejection-sampling policy extraction; `train_agent` runs
+`flowlab.core.train.fit` with a Polyak target update after every step."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from flowlab.core.train import fit
+from flowlab.core.train.loop import FitResult
+from flowlab.rl_control.value_flows.data import OfflineDataset
+from flowlab.rl_control.value_flows.model import (
+    C51Critic,
+    FlowBCPolicy,
+    IQNCritic,
+    ReturnFlowCritic,
+    ScalarCritic,
+    aggregate,
+    rejection_sample,
+)
+from flowlab.rl_control.value_flows.objective import (
+    bcfm_loss,
+    c51_target,
+    confidence_weights,
+    dcfm_loss,
+    quantile_huber_loss,
+)
+
+__all__ = ["METHODS", "AgentConfig", "make_agent", "train_agent"]
+
+METHODS = ("value_flows", "c51", "iqn", "td")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """One config for every agent. Rewards are the (normalised) training rewards; returns are clipped to
+    `v_range`, by default [r_min / (1 - gamma), r_max / (1 - gamma)]. `next_action`: "policy" (rejection
+    sampling with the BC actor, the control setting) or "dataset" (the batch's next_actions: policy evaluation,
+    no actor is trained)."""
+
+    method: str
+    obs_dim: int
+    act_dim: int
+    r_min: float
+    r_max: float
+    gamma: float = 0.99
+    v_range: tuple[float, float] | None = None
+    hidden: tuple[int, ...] = (128, 128)
+    lr: float = 3e-4
+    tau: float = 0.005
+    num_flow_steps: int = 10
+    num_action_samples: int = 16
+    next_action: str = "policy"
+    # Value Flows
+    n_critics: int = 2
+    conf_temp: float = 0.3
+    use_confidence: bool = True
+    lambda_b: float = 1.0
+    lambda_d: float = 1.0
+    q_agg: str = "mean"
+    ret_agg: str = "mean"
+    jacobian_mode: str = "vjp"
+    dcfm_scale_gamma: bool = False
+    # baselines
+    n_atoms: int = 51
+    n_quantiles: int = 32
+    n_cos: int = 64
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"method: expected one of {METHODS}, got {self.method!r}")
+        if not 0 <= self.gamma < 1:
+            raise ValueError(f"gamma: expected a value in [0, 1), got {self.gamma}")
+        if not self.r_min <= self.r_max:
+            raise ValueError(f"r_min, r_max: expected r_min <= r_max, got {self.r_min}, {self.r_max}")
+        if self.next_action not in ("policy", "dataset"):
+            raise ValueError(f"next_action: expected 'policy' or 'dataset', got {self.next_action!r}")
+        for name in ("q_agg", "ret_agg"):
+            if getattr(self, name) not in ("mean", "min"):
+                raise ValueError(f"{name}: expected 'mean' or 'min', got {getattr(self, name)!r}")
+        if self.lambda_b < 0 or self.lambda_d < 0 or self.lambda_b + self.lambda_d == 0:
+            raise ValueError("lambda_b, lambda_d: expected non-negative weights, not both zero")
+
+    @property
+    def return_range(self) -> tuple[float, float]:
+        if self.v_range is not None:
+            return self.v_range
+        return self.r_min / (1 - self.gamma), max(self.r_max / (1 - self.gamma), self.r_min / (1 - self.gamma) + 1e-3)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class _Agent(nn.Module):
+    """Shared pieces: the BC flow actor, next actions, acting by rejection sampling."""
+
+    def __init__(self, config: AgentConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.actor = FlowBCPolicy(config.obs_dim, config.act_dim, config.hidden, num_flow_steps=config.num_flow_steps)
+
+    def q(self, obs, act, *, generator, target: bool = False) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, *, generator: torch.Generator) -> torch.Tensor:
+        """Actions (N, A) for N observations: argmax_Q over `num_action_samples` BC-flow candidates each, one batched
+        network call per flow step."""
+        return rejection_sample(
+            self.actor,
+            lambda o, a: self.q(o, a, generator=generator),
+            obs,
+            num_samples=self.config.num_action_samples,
+            generator=generator,
+        )
+
+    def next_actions(self, batch, generator) -> torch.Tensor:
+        if self.config.next_action == "dataset":
+            if "next_actions" not in batch:
+                raise ValueError("batch: next_action='dataset' needs next_actions in the dataset")
+            return batch["next_actions"]
+        return self.act(batch["next_obs"], generator=generator)
+
+    def actor_loss(self, batch, generator) -> torch.Tensor:
+        if self.config.next_action == "dataset":
+            return batch["obs"].new_zeros(())
+        return self.actor.loss(batch["obs"], batch["actions"], generator=generator)
+
+    def update_target(self) -> None:
+        self.critic.update_target(self.config.tau)
+
+    def loss(self, batch, generator) -> tuple[torch.Tensor, dict]:
+        critic, logs = self.critic_loss(batch, generator)
+        actor = self.actor_loss(batch, generator)
+        return critic + actor, {**logs, "actor_loss": actor.detach()}
+
+
+class ValueFlowsAgent(_Agent):
+    """Value Flows: return-flow critics trained with confidence-weighted BCFM + DCFM."""
+
+    def __init__(self, config: AgentConfig) -> None:
+        super().__init__(config)
+        self.critic = ReturnFlowCritic(
+            config.obs_dim,
+            config.act_dim,
+            config.hidden,
+            n_critics=config.n_critics,
+            num_flow_steps=config.num_flow_steps,
+            v_range=config.return_range,
+            jacobian_mode=config.jacobian_mode,
+        )
+
+    def q(self, obs, act, *, generator, target: bool = False) -> torch.Tensor:
+        return self.critic.q(obs, act, generator=generator, agg=self.config.q_agg, target=target)
+
+    def sample_returns(self, obs, act, n: int, *, generator) -> torch.Tensor:
+        return self.critic.sample(obs, act, n, generator=generator, agg=self.config.ret_agg)
+
+    def spread(self, obs, act, *, generator, n_eps: int = 1) -> torch.Tensor:
+        return self.critic.spread(obs, act, generator=generator, agg=self.config.q_agg, target=False, n_eps=n_eps)
+
+    def critic_loss(self, batch, generator):
+        c = self.config
+        obs, act, r, obs2, mask = batch["obs"], batch["actions"], batch["rewards"], batch["next_obs"], batch["masks"]
+        b = obs.shape[0]
+        eps = torch.randn(b, generator=generator, device=obs.device)
+        t = torch.rand(b, generator=generator, device=obs.device)
+        with torch.no_grad():
+            act2 = self.next_actions(batch, generator)
+            # one batched target integration for phi_1 and phi_t at (s', a'); the spread at (s, a) separately
+            flows = self.critic.returns(
+                torch.cat([eps, eps]),
+                torch.cat([obs2, obs2]),
+                torch.cat([act2, act2]),
+                end_t=torch.cat([torch.ones_like(t), t]),
+                target=True,
+            )
+            next_ret = aggregate(flows.z[:, :b], c.ret_agg)
+            returns = r + c.gamma * mask * next_ret
+            next_z_t = aggregate(flows.z[:, b:], c.ret_agg)
+            if c.use_confidence:
+                jac = self.critic.returns(eps, obs, act, target=True, with_jacobian=True).jacobian
+                spread = aggregate(jac.abs(), c.q_agg)
+                w = confidence_weights(spread, c.conf_temp)
+            else:
+                spread, w = torch.ones_like(t), torch.ones_like(t)
+            next_v = (
+                aggregate(self.critic.velocity(next_z_t, t, obs2, act2, target=True), c.ret_agg) if c.lambda_d else None
+            )
+
+        def velocity_fn(z, tt):
+            return self.critic.velocity(z, tt, obs, act)
+
+        total = torch.zeros_like(t)
+        logs = {}
+        if c.lambda_b:
+            lb = bcfm_loss(velocity_fn, eps, t, returns)
+            total = total + c.lambda_b * lb
+            logs["bcfm"] = lb.mean().detach()
+        if c.lambda_d:
+            ld = dcfm_loss(velocity_fn, r, mask, c.gamma, t, next_z_t, next_v, scale_target=c.dcfm_scale_gamma)
+            total = total + c.lambda_d * ld
+            logs["dcfm"] = ld.mean().detach()
+        logs.update(weight=w.mean(), spread=spread.mean())
+        return (w * total).mean(), logs
+
+
+class TDAgent(_Agent):
+    """Scalar TD critic (twin Q, mean aggregation) with the same actor: Q <- r + gamma mask Q_target(s', a')."""
+
+    def __init__(self, config: AgentConfig) -> None:
+        super().__init__(config)
+        self.critic = ScalarCritic(config.obs_dim, config.act_dim, config.hidden, n_critics=config.n_critics)
+
+    def q(self, obs, act, *, generator, target: bool = False) -> torch.Tensor:
+        lo, hi = self.config.return_range
+        return aggregate(self.critic.values(obs, act, target=target), self.config.q_agg).clamp(lo, hi)
+
+    def critic_loss(self, batch, generator):
+        c = self.config
+        with torch.no_grad():
+            act2 = self.next_actions(batch, generator)
+            y = batch["rewards"] + c.gamma * batch["masks"] * self.q(
+                batch["next_obs"], act2, generator=generator, target=True
+            )
+        q = self.critic.values(batch["obs"], batch["actions"])
+        return (q - y).square().sum(0).mean(), {"q": q.mean().detach()}
+
+
+class C51Agent(_Agent):
+    """C51: categorical critic on `n_atoms` atoms over the return range, projected Bellman target, cross-entropy."""
+
+    def __init__(self, config: AgentConfig) -> None:
+        super().__init__(config)
+        self.critic = C51Critic(
+            config.obs_dim, config.act_dim, config.hidden, n_atoms=config.n_atoms, v_range=config.return_range
+        )
+
+    def q(self, obs, act, *, generator, target: bool = False) -> torch.Tensor:
+        return self.critic.logits(obs, act, target=target).softmax(-1) @ self.critic.atoms
+
+    def sample_returns(self, obs, act, n: int, *, generator) -> torch.Tensor:
+        return self.critic.sample(obs, act, n, generator=generator)
+
+    def critic_loss(self, batch, generator):
+        c = self.config
+        with torch.no_grad():
+            act2 = self.next_actions(batch, generator)
+            p2 = self.critic.logits(batch["next_obs"], act2, target=True).softmax(-1)
+            target = c51_target(self.critic.atoms, p2, batch["rewards"], batch["masks"], c.gamma)
+        logp = self.critic.logits(batch["obs"], batch["actions"]).log_softmax(-1)
+        return -(target * logp).sum(-1).mean(), {}
+
+
+class IQNAgent(_Agent):
+    """IQN: quantile-Huber TD on `n_quantiles` sampled levels with a cosine embedding of tau."""
+
+    def __init__(self, config: AgentConfig) -> None:
+        super().__init__(config)
+        self.critic = IQNCritic(config.obs_dim, config.act_dim, config.hidden, n_cos=config.n_cos)
+
+    def q(self, obs, act, *, generator, target: bool = False) -> torch.Tensor:
+        taus = torch.rand(obs.shape[0], self.config.n_quantiles, generator=generator, device=obs.device)
+        return self.critic.quantiles(obs, act, taus, target=target).mean(1)
+
+    def sample_returns(self, obs, act, n: int, *, generator) -> torch.Tensor:
+        return self.critic.sample(obs, act, n, generator=generator)
+
+    def critic_loss(self, batch, generator):
+        c = self.config
+        b, n = batch["obs"].shape[0], c.n_quantiles
+        with torch.no_grad():
+            act2 = self.next_actions(batch, generator)
+            taus2 = torch.rand(b, n, generator=generator, device=batch["obs"].device)
+            z2 = self.critic.quantiles(batch["next_obs"], act2, taus2, target=True).clamp(*c.return_range)
+            target = batch["rewards"][:, None] + c.gamma * batch["masks"][:, None] * z2
+        taus = torch.rand(b, n, generator=generator, device=batch["obs"].device)
+        pred = self.critic.quantiles(batch["obs"], batch["actions"], taus)
+        return quantile_huber_loss(pred, taus, target).mean(), {}
+
+
+_AGENTS = {"value_flows": ValueFlowsAgent, "c51": C51Agent, "iqn": IQNAgent, "td": TDAgent}
+
+
+def make_agent(config: AgentConfig) -> _Agent:
+    """Build the agent named by `config.method`."""
+    return _AGENTS[config.method](config)
+
+
+def train_agent(
+    agent: _Agent,
+    dataset: OfflineDataset,
+    *,
+    steps: int,
+    batch_size: int = 256,
+    reward_scale: float = 1.0,
+    generator: torch.Generator,
+    device: torch.device | str = "cpu",
+    ckpt_dir: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+    callbacks: tuple[Callable, ...] = (),
+    log_every: int = 500,
+) -> FitResult:
+    """Offline training with `flowlab.core.train.fit` (Adam, lr from the config), the target networks updated by
+    Polyak averaging after each step."""
+    if dataset.obs_dim != agent.config.obs_dim or dataset.act_dim != agent.config.act_dim:
+        raise ValueError(
+            f"dataset: dims (obs {dataset.obs_dim}, act {dataset.act_dim}) do not match the agent's config "
+            f"(obs {agent.config.obs_dim}, act {agent.config.act_dim})"
+        )
+    agent.to(device)
+    params = [p for p in agent.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=agent.config.lr)
+    return fit(
+        agent,
+        lambda model, batch, gen: model.loss(batch, gen),
+        dataset.sampler(batch_size, device=device, reward_scale=reward_scale),
+        steps=steps,
+        optimizer=opt,
+        grad_clip=10.0,
+        ckpt_dir=ckpt_dir,
+        ckpt_every=max(steps, 1),
+        device=device,
+        generator=generator,
+        callbacks=(lambda info: agent.update_target(), *callbacks),
+        log_every=min(log_every, steps),
+        progress=progress,
+        config={"agent": agent.config.to_dict(), "reward_scale": reward_scale},
+    )

@@ -1,0 +1,177 @@
+"""Gymnasium environments for offline data: a one-line error for unknown ids, a stochastic Pendulum (reward and
+action noise), scripted behaviour policies at several qualities, a vectorised collector and a batched evaluator.
+
+Actions are normalised to [-1, 1] everywhere and rescaled to the environment's box when stepping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from flowlab.rl_control.value_flows.data import OfflineDataset
+
+__all__ = [
+    "QUALITIES",
+    "NoiseSpec",
+    "collect",
+    "energy_controller",
+    "evaluate_policy",
+    "make_vector_env",
+    "normalised_return",
+]
+
+QUALITIES = ("expert", "medium", "mixed", "random")
+
+
+@dataclass(frozen=True)
+class NoiseSpec:
+    """Stochasticity added on top of the environment: Gaussian reward noise (std) and action noise (std, in
+    normalised action units) applied to the executed action."""
+
+    reward_std: float = 0.5
+    action_std: float = 0.1
+
+
+def make_vector_env(env_id: str, n_envs: int, *, max_episode_steps: int | None = None) -> gym.vector.VectorEnv:
+    """`n_envs` synchronous copies of `env_id` without autoreset (callers reset finished copies with
+    `reset(options={"reset_mask": done})`); an unknown id raises a one-line ValueError."""
+    if n_envs < 1:
+        raise ValueError(f"n_envs: expected >= 1, got {n_envs}")
+    try:
+        env = gym.make_vec(
+            env_id,
+            num_envs=n_envs,
+            vectorization_mode="sync",
+            vector_kwargs={"autoreset_mode": gym.vector.AutoresetMode.DISABLED},
+            **({"max_episode_steps": max_episode_steps} if max_episode_steps else {}),
+        )
+    except gym.error.Error as err:
+        raise ValueError(
+            f"env: unknown or unavailable gymnasium environment id {env_id!r} ({type(err).__name__})"
+        ) from None
+    if not isinstance(env.single_action_space, gym.spaces.Box):
+        env.close()
+        raise ValueError(f"env: {env_id!r} has a non-continuous action space; only Box actions are supported")
+    return env
+
+
+def energy_controller(obs: np.ndarray) -> np.ndarray:
+    """Pendulum-v1 swing-up by energy shaping plus a PD stabiliser near the top. obs: (N, 3) -> actions (N, 1) in
+    [-1, 1] (torque / 2). With theta = 0 upright, theta'' = 15 sin(theta) + 3 u, so E = theta'^2 / 2 + 15 cos(theta)
+    is 15 at the upright rest and dE/dt = 3 u theta'."""
+    cos, sin, vel = obs[:, 0], obs[:, 1], obs[:, 2]
+    theta = np.arctan2(sin, cos)
+    energy = 0.5 * vel**2 + 15.0 * cos
+    swing = 0.5 * (15.0 - energy) * np.sign(vel + 1e-6)
+    pd = -(10.0 * theta + 2.0 * vel)
+    torque = np.where(cos > 0.8, pd, swing)
+    return np.clip(torque / 2.0, -1.0, 1.0)[:, None]
+
+
+def _behaviour(quality: str, act_dim: int, rng: np.random.Generator) -> Callable[[np.ndarray], np.ndarray]:
+    if quality not in QUALITIES:
+        raise ValueError(f"quality: expected one of {QUALITIES}, got {quality!r}")
+
+    def policy(obs: np.ndarray) -> np.ndarray:
+        n = obs.shape[0]
+        rand = rng.uniform(-1, 1, size=(n, act_dim))
+        if quality == "random":
+            return rand
+        a = energy_controller(obs)
+        if quality == "medium":
+            a = a + 0.3 * rng.standard_normal(a.shape)
+        elif quality == "mixed":
+            a = np.where(rng.random((n, 1)) < 0.5, a, rand)
+        return np.clip(a, -1, 1)
+
+    return policy
+
+
+def _step(env, actions: np.ndarray, noise: NoiseSpec, rng: np.random.Generator):
+    low, high = env.single_action_space.low, env.single_action_space.high
+    executed = np.clip(actions + noise.action_std * rng.standard_normal(actions.shape), -1, 1)
+    obs, rew, term, trunc, _ = env.step((low + (executed + 1) * 0.5 * (high - low)).astype(np.float32))
+    return obs, rew, term, trunc
+
+
+def collect(
+    env_id: str,
+    quality: str,
+    n_transitions: int,
+    *,
+    seed: int,
+    n_envs: int = 20,
+    noise: NoiseSpec = NoiseSpec(),
+    max_episode_steps: int | None = None,
+) -> OfflineDataset:
+    """Roll out a behaviour policy of `quality` ("expert" | "medium" | "mixed" | "random"; the scripted controller
+    exists for Pendulum-v1, other environments only support "random") in `n_envs` vectorised copies."""
+    if n_transitions < 1:
+        raise ValueError(f"n_transitions: expected >= 1, got {n_transitions}")
+    if quality != "random" and not env_id.startswith("Pendulum"):
+        raise ValueError(f"quality: the scripted behaviour policy exists only for Pendulum; use 'random' for {env_id}")
+    env = make_vector_env(env_id, n_envs, max_episode_steps=max_episode_steps)
+    rng = np.random.default_rng(seed)
+    policy = _behaviour(quality, env.single_action_space.shape[0], rng)
+    obs, _ = env.reset(seed=seed)
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("o", "a", "r", "o2", "term", "trunc")}
+    total = 0
+    while total < n_transitions:
+        a = policy(obs)
+        obs2, r, term, trunc = _step(env, a, noise, rng)
+        r = r + noise.reward_std * rng.standard_normal(r.shape)
+        for k, v in zip(cols, (obs, a, r, obs2, term, trunc), strict=True):
+            cols[k].append(np.asarray(v))
+        total += n_envs
+        obs = obs2
+        done = term | trunc
+        if np.any(done):
+            obs, _ = env.reset(options={"reset_mask": done})
+    env.close()
+    stack = {k: np.stack(v, 1).reshape(-1, *np.asarray(v[0]).shape[1:])[:n_transitions] for k, v in cols.items()}
+    return OfflineDataset(
+        observations=stack["o"].astype(np.float32),
+        actions=stack["a"].astype(np.float32),
+        rewards=stack["r"].astype(np.float32),
+        next_observations=stack["o2"].astype(np.float32),
+        terminations=stack["term"].astype(bool),
+        truncations=stack["trunc"].astype(bool),
+    )
+
+
+def evaluate_policy(
+    env_id: str,
+    act: Callable[[torch.Tensor], torch.Tensor] | Callable[[np.ndarray], np.ndarray],
+    *,
+    n_episodes: int,
+    seed: int,
+    noise: NoiseSpec = NoiseSpec(reward_std=0.0),
+    torch_policy: bool = True,
+) -> np.ndarray:
+    """Undiscounted returns of `n_episodes` episodes run in parallel, one batched policy call per step for all
+    environments. act: observations (N, O) -> normalised actions (N, A). Returns (n_episodes,)."""
+    env = make_vector_env(env_id, n_episodes)
+    rng = np.random.default_rng(seed)
+    obs, _ = env.reset(seed=seed)
+    totals = np.zeros(n_episodes)
+    alive = np.ones(n_episodes, dtype=bool)
+    while alive.any():
+        if torch_policy:
+            a = act(torch.as_tensor(obs, dtype=torch.float32)).cpu().numpy()
+        else:
+            a = act(obs)
+        obs, r, term, trunc = _step(env, a, noise, rng)
+        totals += alive * (r + noise.reward_std * rng.standard_normal(r.shape))
+        alive &= ~(term | trunc)
+    env.close()
+    return totals
+
+
+def normalised_return(returns: np.ndarray | float, random_return: float, reference_return: float) -> np.ndarray:
+    """100 * (R - R_random) / (R_reference - R_random)."""
+    return 100.0 * (np.asarray(returns) - random_return) / (reference_return - random_return)

@@ -1,0 +1,309 @@
+"""Networks: the return-flow critic of Value Flows, the behaviour-cloning flow actor with rejection sampling, and the
+C51, IQN and scalar critics of the baselines. Every critic keeps a Polyak-averaged target copy (`update_target`)."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from flowlab.core import grids
+from flowlab.core.losses import flow_matching_loss
+from flowlab.core.nets import MLP, TimeMLP
+from flowlab.core.paths import AffinePath
+from flowlab.core.schedules import CondOT
+from flowlab.core.solvers import JVPState, jvp_euler, solve_ode
+
+__all__ = [
+    "C51Critic",
+    "FlowBCPolicy",
+    "IQNCritic",
+    "ReturnFlow",
+    "ReturnFlowCritic",
+    "ScalarCritic",
+    "TargetNetwork",
+    "aggregate",
+    "clipped_euler",
+    "clipped_jvp_euler",
+    "rejection_sample",
+]
+
+
+def aggregate(values: torch.Tensor, how: str) -> torch.Tensor:
+    """Aggregate over the leading critic axis: values (K, ...) -> (...) by "mean" or "min"."""
+    if how == "mean":
+        return values.mean(0)
+    if how == "min":
+        return values.min(0).values
+    raise ValueError(f"how: expected 'mean' or 'min', got {how!r}")
+
+
+def clipped_euler(low: float, high: float):
+    """An Euler stepper for `solve_ode` that clips the state to [low, high] after every step."""
+
+    def step(field, x, t, t_next, **cond):
+        h = (t_next - t).view(-1, *([1] * (x.dim() - 1)))
+        return (x + h * field(x=x, t=t, **cond)).clamp(low, high)
+
+    return step
+
+
+def _scalar_vjp_euler(field, state: JVPState, t, t_next, **cond) -> JVPState:
+    """Euler on (x, J) for a per-sample scalar state x: (B, 1): dv/dx is a 1x1 Jacobian per sample, so one reverse
+    pass of sum(v) gives it exactly (samples do not interact); on CPU this is several times cheaper than forward-mode
+    AD. Same result as `jvp_euler`; the graph is local to the step (no gradient flows to the parameters)."""
+    h = (t_next - t)[:, None]
+    with torch.enable_grad():
+        x = state.x.detach().requires_grad_(True)
+        v = field(x=x, t=t, **cond)
+        (dv,) = torch.autograd.grad(v.sum(), x)
+    return JVPState(state.x + h * v.detach(), state.tangent + h * dv * state.tangent)
+
+
+def clipped_jvp_euler(low: float, high: float, *, mode: str = "jvp"):
+    """Euler on (x, J) that clips x to [low, high] after every step; the tangent of a clipped entry is zeroed (the
+    derivative of the clip), so J stays the exact derivative of the clipped Euler map. mode "jvp": the core's
+    `jvp_euler` (torch.func.jvp); "vjp": a reverse-mode pass, valid for scalar states only, and faster on CPU."""
+    if mode not in ("jvp", "vjp"):
+        raise ValueError(f"mode: expected 'jvp' or 'vjp', got {mode!r}")
+    inner = jvp_euler if mode == "jvp" else _scalar_vjp_euler
+
+    def step(field, state: JVPState, t, t_next, **cond) -> JVPState:
+        nxt = inner(field, state, t, t_next, **cond)
+        inside = (nxt.x > low) & (nxt.x < high)
+        return JVPState(nxt.x.clamp(low, high), nxt.tangent * inside)
+
+    return step
+
+
+class TargetNetwork(nn.Module):
+    """A module with a frozen Polyak-averaged copy of `self.online` in `self.target`."""
+
+    def __init__(self, online: nn.Module) -> None:
+        super().__init__()
+        self.online = online
+        self.target = copy.deepcopy(online).requires_grad_(False)
+
+    @torch.no_grad()
+    def update_target(self, tau: float) -> None:
+        """target <- (1 - tau) target + tau online."""
+        torch._foreach_lerp_(list(self.target.parameters()), list(self.online.parameters()), tau)
+
+    def pick(self, target: bool) -> nn.Module:
+        return self.target if target else self.online
+
+
+@dataclass(frozen=True)
+class ReturnFlow:
+    """Flowed returns z: (K, B) per critic and, with `with_jacobian`, J = dz/d(eps): (K, B) (else None)."""
+
+    z: torch.Tensor
+    jacobian: torch.Tensor | None
+
+
+class _ScalarField(nn.Module):
+    """v(z, t | s, a) for scalar z: a TimeMLP on (z, t) conditioned on [s, a]."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int]) -> None:
+        super().__init__()
+        self.net = TimeMLP(1, cond_dim=obs_dim + act_dim, hidden=hidden, layer_norm=True, time_embed_dim=32)
+
+    def forward(self, *, x: torch.Tensor, t: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+        return self.net(x=x, t=t, cond=cond)
+
+
+class ReturnFlowCritic(TargetNetwork):
+    """K return flows v_k(z, t | s, a) (t=0: eps ~ N(0, 1), t=1: a return sample), Euler-integrated with
+    `num_flow_steps` steps and clipped to `v_range` after each step. `jacobian_mode` ("jvp" or "vjp") picks how
+    the flow derivative dz/d(eps) is carried (see `clipped_jvp_euler`)."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden: Sequence[int] = (128, 128),
+        *,
+        n_critics: int = 2,
+        num_flow_steps: int = 10,
+        v_range: tuple[float, float],
+        jacobian_mode: str = "jvp",
+    ) -> None:
+        if n_critics < 1:
+            raise ValueError(f"n_critics: expected >= 1, got {n_critics}")
+        if not v_range[0] < v_range[1]:
+            raise ValueError(f"v_range: expected (low, high) with low < high, got {v_range}")
+        super().__init__(nn.ModuleList(_ScalarField(obs_dim, act_dim, hidden) for _ in range(n_critics)))
+        self.num_flow_steps = num_flow_steps
+        self.v_range = (float(v_range[0]), float(v_range[1]))
+        clipped_jvp_euler(0.0, 1.0, mode=jacobian_mode)  # validates the mode
+        self.jacobian_mode = jacobian_mode
+
+    def velocity(self, z, t, obs, act, *, target: bool = False) -> torch.Tensor:
+        """z, t: (B,), obs: (B, O), act: (B, A) -> v_k(z, t | s, a): (K, B)."""
+        cond = torch.cat([obs, act], -1)
+        return torch.stack([f(x=z[:, None], t=t, cond=cond)[:, 0] for f in self.pick(target)])
+
+    def returns(
+        self,
+        eps: torch.Tensor,
+        obs: torch.Tensor,
+        act: torch.Tensor,
+        *,
+        end_t: torch.Tensor | None = None,
+        target: bool = False,
+        with_jacobian: bool = False,
+    ) -> ReturnFlow:
+        """phi_t(eps | s, a) for every critic: `num_flow_steps` Euler steps of size end_t / n (end_t: (B,), default
+        1), clipped to v_range. eps: (B,). With `with_jacobian`, J = d phi / d eps by forward-mode JVP (J_0 = 1)."""
+        cond = torch.cat([obs, act], -1)
+        grid = grids.uniform(self.num_flow_steps, device=eps.device, dtype=eps.dtype)
+        lo, hi = self.v_range
+        zs, js = [], []
+        for f in self.pick(target):
+            if end_t is None:
+                field = f
+            else:
+                scale = end_t[:, None]
+
+                def field(*, x, t, cond, f=f, scale=scale):  # time rescaled so per-sample end times share one grid
+                    return scale * f(x=x, t=t * end_t, cond=cond)
+
+            if with_jacobian:
+                out = solve_ode(
+                    field,
+                    JVPState(eps[:, None], torch.ones_like(eps)[:, None]),
+                    grid,
+                    method=clipped_jvp_euler(lo, hi, mode=self.jacobian_mode),
+                    cond=cond,
+                )
+                zs.append(out.x[:, 0])
+                js.append(out.tangent[:, 0])
+            else:
+                zs.append(solve_ode(field, eps[:, None], grid, method=clipped_euler(lo, hi), cond=cond)[:, 0])
+        return ReturnFlow(torch.stack(zs), torch.stack(js) if with_jacobian else None)
+
+    def q(self, obs, act, *, generator: torch.Generator, agg: str = "mean", target: bool = False) -> torch.Tensor:
+        """One-call Q estimate eps + v(eps, 0 | s, a), clipped to v_range and aggregated over critics: (B,)."""
+        eps = torch.randn(obs.shape[0], generator=generator, device=obs.device, dtype=obs.dtype)
+        v = self.velocity(eps, torch.zeros_like(eps), obs, act, target=target)
+        return aggregate((eps + v).clamp(*self.v_range), agg)
+
+    def spread(
+        self, obs, act, *, generator: torch.Generator, agg: str = "mean", target: bool = True, n_eps: int = 1
+    ) -> torch.Tensor:
+        """sigma_hat = |d phi_1 / d eps| at one eps per (s, a) (the training weight), or its mean over `n_eps` eps
+        (a less noisy evaluation statistic), aggregated over critics: (B,)."""
+        b = obs.shape[0]
+        eps = torch.randn(b * n_eps, generator=generator, device=obs.device, dtype=obs.dtype)
+        jac = self.returns(
+            eps, obs.repeat_interleave(n_eps, 0), act.repeat_interleave(n_eps, 0), target=target, with_jacobian=True
+        ).jacobian
+        return aggregate(jac.abs(), agg).reshape(b, n_eps).mean(1)
+
+    def sample(self, obs, act, n: int, *, generator: torch.Generator, agg: str = "mean") -> torch.Tensor:
+        """n return samples per (s, a) (critics aggregated at a shared eps): (B, n)."""
+        b = obs.shape[0]
+        eps = torch.randn(b * n, generator=generator, device=obs.device, dtype=obs.dtype)
+        z = self.returns(eps, obs.repeat_interleave(n, 0), act.repeat_interleave(n, 0)).z
+        return aggregate(z, agg).reshape(b, n)
+
+
+class FlowBCPolicy(nn.Module):
+    """Behaviour-cloning flow policy: conditional flow matching on the linear path, Euler sampling with actions
+    clipped to [-1, 1] after each step. `sample` makes exactly `num_flow_steps` network calls for any batch."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int] = (128, 128), *, num_flow_steps: int = 10):
+        super().__init__()
+        self.act_dim = act_dim
+        self.num_flow_steps = num_flow_steps
+        self.net = TimeMLP(act_dim, cond_dim=obs_dim, hidden=hidden, layer_norm=True, time_embed_dim=32)
+        self.path = AffinePath(CondOT())
+
+    def loss(self, obs: torch.Tensor, actions: torch.Tensor, *, generator: torch.Generator) -> torch.Tensor:
+        x0 = torch.randn(actions.shape, generator=generator, device=actions.device, dtype=actions.dtype)
+        t = torch.rand(actions.shape[0], generator=generator, device=actions.device, dtype=actions.dtype)
+        ps = self.path.sample(x0, actions, t)
+        return flow_matching_loss(self.net(x=ps.x_t, t=ps.t, cond=obs), ps)
+
+    def sample(self, obs: torch.Tensor, *, generator: torch.Generator) -> torch.Tensor:
+        """obs: (B, O) -> actions (B, A) in [-1, 1]."""
+        x0 = torch.randn(obs.shape[0], self.act_dim, generator=generator, device=obs.device, dtype=obs.dtype)
+        grid = grids.uniform(self.num_flow_steps, device=obs.device, dtype=obs.dtype)
+        return solve_ode(self.net, x0, grid, method=clipped_euler(-1.0, 1.0), cond=obs)
+
+
+def rejection_sample(
+    policy: FlowBCPolicy,
+    q_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    obs: torch.Tensor,
+    *,
+    num_samples: int,
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """argmax_Q over `num_samples` BC-flow candidates per observation, all in one (N * num_samples) batch.
+    obs: (N, O), q_fn(obs, actions) -> (N * num_samples,) -> actions (N, A)."""
+    n = obs.shape[0]
+    rep = obs.repeat_interleave(num_samples, 0)
+    cand = policy.sample(rep, generator=generator)
+    best = q_fn(rep, cand).reshape(n, num_samples).argmax(1)
+    return cand.reshape(n, num_samples, -1)[torch.arange(n, device=obs.device), best]
+
+
+class ScalarCritic(TargetNetwork):
+    """K scalar Q networks MLP([s, a]) -> Q: `values` returns (K, B)."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int] = (128, 128), *, n_critics: int = 2):
+        super().__init__(nn.ModuleList(MLP(obs_dim + act_dim, 1, hidden, layer_norm=True) for _ in range(n_critics)))
+
+    def values(self, obs, act, *, target: bool = False) -> torch.Tensor:
+        x = torch.cat([obs, act], -1)
+        return torch.stack([m(x)[:, 0] for m in self.pick(target)])
+
+
+class C51Critic(TargetNetwork):
+    """Categorical return distribution on `n_atoms` evenly spaced atoms over v_range: `logits` (B, n_atoms)."""
+
+    def __init__(self, obs_dim, act_dim, hidden=(128, 128), *, n_atoms: int = 51, v_range: tuple[float, float]):
+        super().__init__(MLP(obs_dim + act_dim, n_atoms, hidden, layer_norm=True))
+        self.register_buffer("atoms", torch.linspace(v_range[0], v_range[1], n_atoms))
+
+    def logits(self, obs, act, *, target: bool = False) -> torch.Tensor:
+        return self.pick(target)(torch.cat([obs, act], -1))
+
+    def sample(self, obs, act, n: int, *, generator: torch.Generator) -> torch.Tensor:
+        probs = self.logits(obs, act).softmax(-1)
+        return self.atoms[torch.multinomial(probs, n, replacement=True, generator=generator)]
+
+
+class _QuantileNet(nn.Module):
+    def __init__(self, obs_dim, act_dim, hidden, n_cos):
+        super().__init__()
+        width = hidden[-1]
+        self.embed = MLP(obs_dim + act_dim, width, hidden[:-1] or (width,), layer_norm=True)
+        self.tau_embed = nn.Linear(n_cos, width)
+        self.head = MLP(width, 1, (width,), layer_norm=True)
+        self.register_buffer("freqs", math.pi * torch.arange(1, n_cos + 1, dtype=torch.float32))
+
+    def forward(self, x: torch.Tensor, taus: torch.Tensor) -> torch.Tensor:
+        b, n = taus.shape
+        psi = self.embed(x)[:, None, :]
+        phi = torch.relu(self.tau_embed(torch.cos(taus[..., None] * self.freqs)))
+        return self.head((psi * phi).reshape(b * n, -1)).reshape(b, n)
+
+
+class IQNCritic(TargetNetwork):
+    """Implicit quantile network Z_tau(s, a) = head(psi(s, a) * relu(W cos(pi i tau))): `quantiles` (B, N)."""
+
+    def __init__(self, obs_dim, act_dim, hidden=(128, 128), *, n_cos: int = 64):
+        super().__init__(_QuantileNet(obs_dim, act_dim, tuple(hidden), n_cos))
+
+    def quantiles(self, obs, act, taus, *, target: bool = False) -> torch.Tensor:
+        return self.pick(target)(torch.cat([obs, act], -1), taus)
+
+    def sample(self, obs, act, n: int, *, generator: torch.Generator) -> torch.Tensor:
+        taus = torch.rand(obs.shape[0], n, generator=generator, device=obs.device, dtype=obs.dtype)
+        return self.quantiles(obs, act, taus)
