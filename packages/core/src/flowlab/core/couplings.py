@@ -164,10 +164,14 @@ def _sample_categorical(p: torch.Tensor, n: int, generator: torch.Generator | No
 
 def _cost_numpy(x_0: torch.Tensor, x_1: torch.Tensor, cost: Cost) -> np.ndarray:
     """The cost matrix as a CPU float64 numpy array (one device transfer, no gradient), computed in float64: the
-    network simplex pivots on exact comparisons, so float32 rounding of the costs would change the plan."""
+    network simplex pivots on exact comparisons, so float32 rounding of the costs would change the plan. CPU inputs
+    with the squared Euclidean cost use POT's own `ot.dist`, so the plan is the one a direct POT call finds."""
+    x_0, x_1 = x_0.detach().to(torch.float64), x_1.detach().to(torch.float64)
+    if isinstance(cost, str) and x_0.device.type == "cpu":
+        return ot.dist(x_0.flatten(1).numpy(), x_1.flatten(1).numpy())
     with torch.no_grad():
-        c = _cost(x_0.detach().to(torch.float64), x_1.detach().to(torch.float64), cost)
-    return c.to("cpu", torch.float64).numpy()
+        c = _cost(x_0, x_1, cost)
+    return c.to("cpu").numpy()
 
 
 def _check_cost(cost: Cost) -> Cost:
