@@ -1,0 +1,77 @@
+"""diffusers interoperability: a diffusers UNet (+ its scheduler config, prompt embeddings, CFG scale) as a core
+model, so `sample_diffusion` / `invert` and the watermarks run on it; latents written by a FlowLab watermark are
+accepted by any diffusers pipeline through `latents=`; diffusers' `DDIMInverseScheduler` is an alternative inversion.
+
+Note: `StableDiffusionPipeline` needs the `transformers` package (CLIP text encoder), which is not installed in this
+workspace; the pieces below work on bare UNets / VAEs and the scheduler classes.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from flowlab.core.schedules import DiscreteVP
+from flowlab.core.typing import Prediction
+
+__all__ = ["DiffusersDenoiser", "invert_with_diffusers"]
+
+_PREDICTIONS = {"epsilon": Prediction.EPSILON, "sample": Prediction.DATA}
+
+
+class DiffusersDenoiser(nn.Module):
+    """forward(x=(B,C,H,W), t=(B,) core time) -> the UNet output (epsilon or sample prediction, read from the
+    scheduler config; v-prediction raises). prompt_embeds: (B or 1, L, D) for conditional UNets; guidance_scale > 1
+    uses `negative_embeds` (the empty prompt) for classifier-free guidance."""
+
+    def __init__(
+        self,
+        unet: nn.Module,
+        scheduler,
+        *,
+        prompt_embeds: torch.Tensor | None = None,
+        negative_embeds: torch.Tensor | None = None,
+        guidance_scale: float = 1.0,
+    ) -> None:
+        super().__init__()
+        kind = scheduler.config.prediction_type
+        if kind not in _PREDICTIONS:
+            raise ValueError(f"scheduler: prediction_type {kind!r} is not supported (epsilon or sample)")
+        if guidance_scale != 1.0 and negative_embeds is None:
+            raise ValueError("negative_embeds: needed for guidance_scale != 1")
+        self.unet, self.schedule, self.prediction = unet, DiscreteVP.from_diffusers(scheduler), _PREDICTIONS[kind]
+        self.prompt_embeds, self.negative_embeds, self.guidance_scale = prompt_embeds, negative_embeds, guidance_scale
+
+    def _call(self, x: torch.Tensor, k: torch.Tensor, embeds: torch.Tensor | None) -> torch.Tensor:
+        if embeds is None:
+            return self.unet(x, k).sample
+        return self.unet(x, k, encoder_hidden_states=embeds.expand(x.shape[0], -1, -1)).sample
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        k = self.schedule.timestep_of(t.to(torch.float64)).to(x.dtype)
+        out = self._call(x, k, self.prompt_embeds)
+        if self.guidance_scale != 1.0:
+            unc = self._call(x, k, self.negative_embeds)
+            out = unc + self.guidance_scale * (out - unc)
+        return out
+
+
+@torch.no_grad()
+def invert_with_diffusers(
+    unet: nn.Module,
+    scheduler_config: dict,
+    latents: torch.Tensor,
+    *,
+    steps: int = 50,
+    encoder_hidden_states: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """DDIM inversion with diffusers' `DDIMInverseScheduler` (no guidance): latents (B, C, H, W) -> x_T."""
+    from diffusers import DDIMInverseScheduler
+
+    inv = DDIMInverseScheduler.from_config(scheduler_config)
+    inv.set_timesteps(steps)
+    x = latents
+    for k in inv.timesteps:
+        kw = {} if encoder_hidden_states is None else {"encoder_hidden_states": encoder_hidden_states}
+        x = inv.step(unet(x, k, **kw).sample, k, x).prev_sample
+    return x

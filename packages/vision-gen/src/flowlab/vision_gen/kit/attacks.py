@@ -1,0 +1,145 @@
+"""Attack kit: image transforms mapping (B, C, H, W) images in [0, 1] to the same shape, registered by name.
+
+Random attacks take `generator=`; `compose(*attacks)` applies several in order; a suite is a list of specs
+"name" or "name@strength" (e.g. "jpeg@25"); `apply_suite(images, suite, generator=)` returns name -> images.
+`suite="small"` holds the strengths rescaled for 8-32 px images.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+__all__ = ["ATTACKS", "SMALL_SUITE", "apply_suite", "compose", "parse_attack"]
+
+
+def gaussian_noise(x, std: float = 0.05, *, generator=None):
+    return (x + std * torch.randn(x.shape, generator=generator, dtype=x.dtype).to(x.device)).clamp(0, 1)
+
+
+def brightness(x, factor: float = 1.5, *, generator=None):
+    return (x * factor).clamp(0, 1)
+
+
+def contrast(x, factor: float = 0.5, *, generator=None):
+    mean = x.mean(dim=(-3, -2, -1), keepdim=True)
+    return (mean + factor * (x - mean)).clamp(0, 1)
+
+
+def gaussian_blur(x, sigma: float = 1.0, *, generator=None):
+    k = torch.arange(-1, 2, dtype=x.dtype, device=x.device)
+    w = torch.exp(-(k**2) / (2 * sigma**2))
+    w = w / w.sum()
+    c = x.shape[1]
+    h = F.conv2d(F.pad(x, (1, 1, 0, 0), mode="replicate"), w.view(1, 1, 1, 3).expand(c, 1, 1, 3), groups=c)
+    return F.conv2d(F.pad(h, (0, 0, 1, 1), mode="replicate"), w.view(1, 1, 3, 1).expand(c, 1, 3, 1), groups=c)
+
+
+def median_filter(x, k: int = 3, *, generator=None):
+    k = int(k)
+    p = k // 2
+    patches = F.unfold(F.pad(x, (p, p, p, p), mode="replicate"), k)  # (B, C*k*k, H*W)
+    b, c, h, w = x.shape
+    return patches.view(b, c, k * k, h * w).median(dim=2).values.view(b, c, h, w)
+
+
+def jpeg(x, quality: float = 25, *, generator=None):
+    from PIL import Image
+
+    out = []
+    arr = (x.clamp(0, 1) * 255).round().to(torch.uint8).cpu().numpy()
+    for img in arr:
+        pil = Image.fromarray(img[0] if img.shape[0] == 1 else np.transpose(img, (1, 2, 0)))
+        buf = io.BytesIO()
+        pil.save(buf, format="JPEG", quality=int(quality))
+        dec = np.asarray(Image.open(io.BytesIO(buf.getvalue())))
+        out.append(dec[None] if dec.ndim == 2 else np.transpose(dec, (2, 0, 1)))
+    return torch.as_tensor(np.stack(out), dtype=x.dtype, device=x.device) / 255.0
+
+
+def resize(x, scale: float = 0.5, *, generator=None):
+    h, w = x.shape[-2:]
+    small = F.interpolate(
+        x,
+        size=(max(1, round(h * scale)), max(1, round(w * scale))),
+        mode="bilinear",
+        align_corners=False,
+        antialias=True,
+    )
+    return F.interpolate(small, size=(h, w), mode="bilinear", align_corners=False).clamp(0, 1)
+
+
+def random_crop(x, keep: float = 0.6, *, generator=None):
+    """Keep a random window of `keep` of the area, the rest set to zero (pad back)."""
+    b, _, h, w = x.shape
+    ch, cw = max(1, round(h * keep**0.5)), max(1, round(w * keep**0.5))
+    out = torch.zeros_like(x)
+    ys = torch.randint(0, h - ch + 1, (b,), generator=generator)
+    xs = torch.randint(0, w - cw + 1, (b,), generator=generator)
+    for i in range(b):
+        y0, x0 = int(ys[i]), int(xs[i])
+        out[i, :, y0 : y0 + ch, x0 : x0 + cw] = x[i, :, y0 : y0 + ch, x0 : x0 + cw]
+    return out
+
+
+ATTACKS: dict[str, tuple[Callable, float]] = {
+    "gaussian_noise": (gaussian_noise, 0.05),
+    "brightness": (brightness, 1.5),
+    "contrast": (contrast, 0.5),
+    "gaussian_blur": (gaussian_blur, 1.0),
+    "median_filter": (median_filter, 3),
+    "jpeg": (jpeg, 25),
+    "resize": (resize, 0.5),
+    "random_crop": (random_crop, 0.6),
+}
+
+SMALL_SUITE = (
+    "gaussian_noise@0.05",
+    "brightness@1.5",
+    "contrast@0.5",
+    "gaussian_blur@1.0",
+    "median_filter@3",
+    "jpeg@25",
+    "jpeg@50",
+    "jpeg@75",
+    "resize@0.5",
+    "random_crop@0.6",
+)
+
+
+def parse_attack(spec: str) -> Callable[..., torch.Tensor]:
+    """ "name" or "name@strength" -> attack(x, *, generator=None)."""
+    name, _, value = spec.partition("@")
+    if name not in ATTACKS:
+        raise ValueError(f"attack: unknown attack {name!r}; known: {sorted(ATTACKS)}")
+    fn, default = ATTACKS[name]
+    strength = float(value) if value else default
+
+    def attack(x: torch.Tensor, *, generator: torch.Generator | None = None) -> torch.Tensor:
+        return fn(x, strength, generator=generator)
+
+    attack.__name__ = spec
+    return attack
+
+
+def compose(*attacks: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """Apply attacks in order."""
+
+    def composed(x: torch.Tensor, *, generator: torch.Generator | None = None) -> torch.Tensor:
+        for a in attacks:
+            x = a(x, generator=generator)
+        return x
+
+    return composed
+
+
+def apply_suite(
+    images: torch.Tensor, suite: str | tuple[str, ...] = "small", *, generator: torch.Generator | None = None
+) -> dict[str, torch.Tensor]:
+    """name -> attacked images for every spec of the suite ("small" = SMALL_SUITE); images (B, C, H, W) in [0, 1]."""
+    specs = SMALL_SUITE if suite == "small" else tuple(suite)
+    return {spec: parse_attack(spec)(images, generator=generator) for spec in specs}

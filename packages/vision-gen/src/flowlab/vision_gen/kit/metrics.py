@@ -1,0 +1,110 @@
+"""Offline quality kit: a seeded digits CNN, its 128-d features and the "digits-FD" (Frechet distance in them).
+
+The net (conv 32 -> pool -> conv 64 -> pool -> 128 ReLU -> 10 logits at 16x16) is trained once with seed 0 on the
+fixed train split (Adam 1e-3, 30 epochs, +-1 px shifts) and cached under $FLOWLAB_CACHE keyed by the config and the
+torch version. Inputs are images in [-1, 1] of any size (resized to 16x16).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from flowlab.core.metrics.frechet import frechet_distance
+from flowlab.vision_gen.kit.data import load_digits_images
+from flowlab.vision_gen.kit.train import cache_dir
+
+__all__ = ["DigitsFeatureNet", "classifier_scores", "digits_fd", "digits_feature_net"]
+
+_CONFIG = {"epochs": 30, "lr": 1e-3, "batch": 64, "seed": 0, "shift": 1}
+
+
+class DigitsFeatureNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, padding=1)
+        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
+        self.fc = nn.Linear(64 * 4 * 4, 128)
+        self.head = nn.Linear(128, 10)
+
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, 1, H, W) in [-1, 1] -> (B, 128)."""
+        if x.shape[-2:] != (16, 16):
+            x = F.interpolate(x, size=(16, 16), mode="bilinear", align_corners=False, antialias=True)
+        h = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        h = F.max_pool2d(F.relu(self.conv2(h)), 2)
+        return F.relu(self.fc(h.flatten(1)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x))
+
+
+def _train(net: DigitsFeatureNet) -> None:
+    data = load_digits_images(16, split="train")
+    g = torch.Generator().manual_seed(_CONFIG["seed"])
+    opt = torch.optim.Adam(net.parameters(), lr=_CONFIG["lr"])
+    n = len(data)
+    for _ in range(_CONFIG["epochs"]):
+        perm = torch.randperm(n, generator=g)
+        for i in range(0, n, _CONFIG["batch"]):
+            idx = perm[i : i + _CONFIG["batch"]]
+            x = data.x[idx]
+            dx, dy = (int(v) for v in torch.randint(-1, 2, (2,), generator=g))
+            x = torch.roll(x, shifts=(dy, dx), dims=(2, 3))
+            loss = F.cross_entropy(net(x), data.y[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+
+_NET: dict[str, DigitsFeatureNet] = {}
+
+
+def digits_feature_net(*, device: torch.device | str | None = None) -> DigitsFeatureNet:
+    """The trained, cached feature net (eval mode, no grad)."""
+    key = hashlib.sha256(json.dumps([_CONFIG, torch.__version__]).encode()).hexdigest()[:16]
+    if key not in _NET:
+        torch.manual_seed(_CONFIG["seed"])
+        net = DigitsFeatureNet()
+        path = cache_dir() / "digits_feature_net" / f"{key}.pt"
+        if path.is_file():
+            net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        else:
+            _train(net)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            torch.save(net.state_dict(), path)
+        net.eval().requires_grad_(False)
+        _NET[key] = net
+    return _NET[key].to(device or "cpu")
+
+
+def _features(x: torch.Tensor) -> torch.Tensor:
+    net = digits_feature_net(device=x.device)  # may train: outside no_grad
+    with torch.no_grad():
+        return torch.cat([net.features(x[i : i + 512].float()) for i in range(0, x.shape[0], 512)])
+
+
+def digits_fd(samples: torch.Tensor, reference: torch.Tensor | str = "test") -> float:
+    """digits-FD between images (N, 1, H, W) in [-1, 1] and `reference` images or a digits split name."""
+    if isinstance(reference, str):
+        reference = load_digits_images(16, split=reference).x
+    return float(frechet_distance(_features(samples).double(), _features(reference.to(samples.device)).double()))
+
+
+def classifier_scores(samples: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, float]:
+    """accuracy (if labels), mean confidence and the entropy of the predicted-class histogram (nats)."""
+    net = digits_feature_net(device=samples.device)
+    with torch.no_grad():
+        p = torch.softmax(net(samples.float()), -1)
+    hist = torch.bincount(p.argmax(-1), minlength=10).double() / p.shape[0]
+    out = {
+        "confidence": float(p.max(-1).values.mean()),
+        "class_entropy": float(-(hist[hist > 0] * hist[hist > 0].log()).sum()),
+    }
+    if labels is not None:
+        out["accuracy"] = float((p.argmax(-1).cpu() == labels.cpu()).double().mean())
+    return out
