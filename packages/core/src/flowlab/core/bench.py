@@ -7,14 +7,24 @@ runner discovers, runs and reports them. Names are `<pkg>.<method>.<case>`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 
-__all__ = ["BenchContext", "BenchResult", "Curve", "DataMissing", "Scenario", "Timer", "require_file"]
+__all__ = [
+    "BenchContext",
+    "BenchResult",
+    "Curve",
+    "DataMissing",
+    "Scenario",
+    "Timer",
+    "require_file",
+    "torch_threads",
+]
 
 PACKAGE_PREFIXES = ("core", "vision", "mol", "rl", "bio", "crowd", "trust")
 
@@ -120,3 +130,17 @@ class Timer:
     def __exit__(self, *exc: object) -> None:
         self._sync()
         self.seconds = time.perf_counter() - self._start
+
+
+@contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run the block with `n` intra-op torch threads (None: unchanged) and restore the setting afterwards.
+
+    Small networks on a shared CPU train fastest, and are disturbed least by other load, on one thread."""
+    before = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

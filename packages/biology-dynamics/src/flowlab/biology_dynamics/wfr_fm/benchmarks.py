@@ -33,7 +33,7 @@ from flowlab.biology_dynamics.wfr_fm.neural_ode_growth import GrowthNeuralODE, N
 from flowlab.biology_dynamics.wfr_fm.ot_cfm import OTCFM, OTCFMConfig
 from flowlab.biology_dynamics.wfr_fm.sample import simulate_particles
 from flowlab.biology_dynamics.wfr_fm.uot_cfm import UOTCFM, UOTCFMConfig
-from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, require_file
+from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, require_file, torch_threads
 
 __all__ = ["SCENARIOS"]
 
@@ -210,26 +210,10 @@ def _compare(ctx: BenchContext, adata: ad.AnnData, delta: float, cfg: Mapping[st
     return ours, baselines, curves, wfr
 
 
-class _threads:
-    """Run small MLP training on `n` threads (the fastest on a shared CPU), restoring the setting after."""
-
-    def __init__(self, n: int | None) -> None:
-        self.n = n
-
-    def __enter__(self):
-        self.before = torch.get_num_threads()
-        if self.n:
-            torch.set_num_threads(self.n)
-
-    def __exit__(self, *exc):
-        torch.set_num_threads(self.before)
-        return False
-
-
 def _run_gene(ctx: BenchContext) -> BenchResult:
     cfg = ctx.config
     adata = read_time_series_csv(require_file(ctx.data_root, "single_cell", "simulation_gene_data.csv"))
-    with _threads(cfg.get("threads")):
+    with torch_threads(cfg.get("threads")):
         true_g = gene_growth_profile(adata.obsm["X_emb"])
         ours, baselines, curves, wfr = _compare(ctx, adata, 1.5, cfg, true_g=true_g)
         plots = _plots(ctx, "gene", adata, wfr, true_g)
@@ -263,7 +247,7 @@ def _run_gene(ctx: BenchContext) -> BenchResult:
 def _run_emt(ctx: BenchContext) -> BenchResult:
     cfg = ctx.config
     adata = read_time_series_csv(require_file(ctx.data_root, "single_cell", "emt.csv"))
-    with _threads(cfg.get("threads")):
+    with torch_threads(cfg.get("threads")):
         ours, baselines, curves, wfr = _compare(ctx, adata, 2.0, cfg)
         plots = _plots(ctx, "emt", adata, wfr)
         for k, held in enumerate(cfg["hold_out"]):
@@ -287,7 +271,7 @@ def _run_emt(ctx: BenchContext) -> BenchResult:
 def _run_dygen(ctx: BenchContext) -> BenchResult:
     cfg = ctx.config
     adata = read_time_series_csv(require_file(ctx.data_root, "single_cell", "dygen.csv"))
-    with _threads(cfg.get("threads")):
+    with torch_threads(cfg.get("threads")):
         ours, baselines, curves, wfr = _compare(ctx, adata, 2.0, cfg)
         plots = _plots(ctx, "dygen", adata, wfr)
     refs = {

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 
-from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, require_file
+from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, require_file, torch_threads
 from flowlab.core.gfm.data import load_earth, poincare_mixture, random_torus_mixture, split
 from flowlab.core.gfm.evaluate import (
     evaluate_nll,
@@ -54,16 +53,6 @@ EARTH_REFERENCES = {
     "Moser Flow [code]": {"volcano/nll": -4.21, "earthquake/nll": -0.16, "flood/nll": 0.57},
     "Riemannian CNF [code]": {"volcano/nll": -6.05, "earthquake/nll": 0.14, "flood/nll": 1.11},
 }
-
-
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _config(cfg: Mapping[str, Any], objective: str, steps: int) -> GFMConfig:
@@ -162,7 +151,7 @@ def run_earth(ctx: BenchContext) -> BenchResult:
     cfg = ctx.config
     sphere = Sphere(2)
     cases = {}
-    with _one_thread():
+    with torch_threads(1):
         for name in cfg["datasets"]:
             require_file(ctx.data_root, "earth_sphere", f"{name}.csv")
             parts = split(load_earth(name, ctx.data_root), ctx.seed)
@@ -179,7 +168,7 @@ def run_earth(ctx: BenchContext) -> BenchResult:
 def run_torus(ctx: BenchContext) -> BenchResult:
     cfg = ctx.config
     cases = {}
-    with _one_thread():
+    with torch_threads(1):
         for d in cfg["dims"]:
             mix = random_torus_mixture(
                 d, components=int(cfg["components"]), scale=float(cfg["scale"]), generator=ctx.generator
@@ -193,7 +182,7 @@ def run_torus(ctx: BenchContext) -> BenchResult:
 def run_hyperbolic(ctx: BenchContext) -> BenchResult:
     cfg = ctx.config
     mix = poincare_mixture(components=6, radius=1.5, scale=0.3)
-    with _one_thread():
+    with torch_threads(1):
         train = mix.sample(int(cfg["n_train"]), generator=ctx.generator).float().to(ctx.device)
         test = mix.sample(int(cfg["n_test"]), generator=ctx.generator).float().to(ctx.device)
         cases = {"disk": _evaluate_case(ctx, PoincareBall(2), train, test, cfg, density=mix)}

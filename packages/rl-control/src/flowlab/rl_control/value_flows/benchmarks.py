@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
-from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario
+from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, torch_threads
 from flowlab.rl_control.value_flows.agents import AgentConfig, make_agent, train_agent
 from flowlab.rl_control.value_flows.chain import ChainMDP
 from flowlab.rl_control.value_flows.envs import collect, energy_controller, evaluate_policy, normalised_return
@@ -27,24 +26,13 @@ _PAPER = {
 }
 
 
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """Small networks on a shared CPU run fastest (and least disturbed) on one thread."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def _seeded(ctx: BenchContext, offset: int) -> torch.Generator:
     return torch.Generator().manual_seed(ctx.seed * 1000 + offset)
 
 
 def run_chain(ctx: BenchContext) -> BenchResult:
     cfg: Mapping[str, Any] = ctx.config
-    with _one_thread():
+    with torch_threads(1):
         mdp = ChainMDP()
         data = mdp.collect(int(cfg["n_transitions"]), generator=_seeded(ctx, 1))
         pos, act = mdp.grid(int(cfg["n_grid_actions"]))
@@ -102,7 +90,7 @@ def run_chain(ctx: BenchContext) -> BenchResult:
 def run_control(ctx: BenchContext) -> BenchResult:
     cfg: Mapping[str, Any] = ctx.config
     env_id = str(cfg["env"])
-    with _one_thread():
+    with torch_threads(1):
         random_ret = float(
             evaluate_policy(
                 env_id,

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import torch
-
-from flowlab.core.bench import BenchContext, BenchResult, Scenario
+from flowlab.core.bench import BenchContext, BenchResult, Scenario, torch_threads
 from flowlab.trust_ood.certificate.evaluate import (
     METHODS,
     OOD_FAMILIES,
@@ -75,15 +73,10 @@ def _run(pde: str):
     def run(ctx: BenchContext) -> BenchResult:
         cfg = replace(StudyConfig(**dict(ctx.config)), pde=pde, seed=ctx.seed)
         # small networks on a shared CPU: one intra-op thread avoids oversubscription (restored afterwards)
-        threads = torch.get_num_threads()
-        if ctx.device.type == "cpu":
-            torch.set_num_threads(1)
-        try:
+        with torch_threads(1 if ctx.device.type == "cpu" else None):
             models = train_study(cfg, device=ctx.device, generator=ctx.generator)
             result = evaluate_study(models, device=ctx.device, generator=ctx.generator)
             latency = measure_latency(models, device=ctx.device, generator=ctx.generator)
-        finally:
-            torch.set_num_threads(threads)
         metrics = _flatten(result.tables, "joint")
         metrics.update(
             id_rel_l1_error=result.id_error,

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import torch
 
+from flowlab.core.bench import torch_threads
 from flowlab.core.metrics.gaussianity import gaussianity_report
 from flowlab.vision_gen.watermark.gaussian_shading import GaussianShading, GaussianShadingConfig
 from flowlab.vision_gen.watermark.spherical import SphericalConfig, SphericalWatermark
@@ -108,12 +109,8 @@ def speed_table(*, seed: int, repeats: int = 5, batch: int = 1) -> dict[str, dic
     """Seconds per latent (4x64x64) to embed and to extract, Spherical vs Gaussian Shading with a per-image
     ChaCha20 key, both at the same batch size, on CPU with one thread (so other load on the machine disturbs the
     comparison less), the diffusion model excluded."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         return _speed_table(seed, repeats, batch)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _speed_table(seed: int, repeats: int, batch: int) -> dict[str, dict[str, float]]:
