@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -22,11 +23,12 @@ import torch
 from torch import nn
 
 from flowlab.biology_dynamics.wfr_fm.data import TimeSeries, embedding, time_series_from_adata
+from flowlab.biology_dynamics.wfr_fm.objective import WFRSampler, train_matching, unbalanced_plans
 from flowlab.biology_dynamics.wfr_fm.sample import ParticleTrajectory, simulate_particles
 from flowlab.core.nets import TimeMLP
 from flowlab.core.train import load_checkpoint, save_checkpoint
 
-__all__ = ["GrowthFields", "TimeCourseModel"]
+__all__ = ["GrowthFields", "MatchingModel", "TimeCourseModel"]
 
 
 class GrowthFields(nn.Module):
@@ -151,8 +153,20 @@ class TimeCourseModel(ABC):
         self.fields.eval()
         return self
 
-    @abstractmethod
-    def _build(self, dim: int) -> GrowthFields: ...
+    #: whether the model learns a growth field (its config then has `g_hidden`)
+    learns_growth: ClassVar[bool] = True
+
+    def _build(self, dim: int) -> GrowthFields:
+        c = self.config
+        return GrowthFields(
+            dim,
+            v_hidden=c.v_hidden,
+            g_hidden=c.g_hidden if self.learns_growth else (),
+            act=c.act,
+            growth=self.learns_growth,
+            time_scale=c.time_scale,
+            time_embed_dim=c.time_embed_dim,
+        )
 
     @abstractmethod
     def _train(self, series: TimeSeries, *, device, generator, callbacks, progress) -> None: ...
@@ -359,45 +373,17 @@ class WFRConfig:
         _check_config(self)
 
 
-class WFRFlowMatching(TimeCourseModel):
-    """WFR-FM: unbalanced plans under the WFR cost between consecutive time points, closed-form Dirac WFR
-    geodesics as targets, weighted regression of a velocity and a growth field shared over all intervals.
+class MatchingModel(TimeCourseModel):
+    """A time-course model trained by simulation-free regression on (x_t, target) pairs from `_sampler`."""
 
-    After `fit`: `plans` (the UnbalancedPlans, with the static WFR costs) and `result` (the core FitResult).
-    """
-
-    method = "wfr_fm"
-    config_cls = WFRConfig
-
-    def _build(self, dim: int) -> GrowthFields:
-        c = self.config
-        return GrowthFields(
-            dim,
-            v_hidden=c.v_hidden,
-            g_hidden=c.g_hidden,
-            act=c.act,
-            growth=True,
-            time_scale=c.time_scale,
-            time_embed_dim=c.time_embed_dim,
-        )
+    @abstractmethod
+    def _sampler(self, series: TimeSeries, *, device, generator) -> Any:
+        """The pair sampler handed to `train_matching` (plans are solved here, before training starts)."""
 
     def _train(self, series, *, device, generator, callbacks, progress) -> None:
-        import time
-
-        from flowlab.biology_dynamics.wfr_fm.objective import WFRSampler, train_matching, unbalanced_plans
-
         c = self.config
         start = time.perf_counter()
-        self.plans = self.reuse_plans or unbalanced_plans(
-            series,
-            delta=c.delta,
-            reg_m=c.reg_m,
-            chunk=c.chunk,
-            num_iter_max=c.plan_iters,
-            device=device,
-            generator=generator,
-        )
-        sampler = WFRSampler(series, self.plans, batch=c.batch, sigma=c.sigma, device=device)
+        sampler = self._sampler(series, device=device, generator=generator)
         self.result = train_matching(
             self.fields,
             sampler,
@@ -412,3 +398,27 @@ class WFRFlowMatching(TimeCourseModel):
         )
         self.state.train_seconds = time.perf_counter() - start
         self.state.history = [dict(r) for r in self.result.history]
+
+
+class WFRFlowMatching(MatchingModel):
+    """WFR-FM: unbalanced plans under the WFR cost between consecutive time points, closed-form Dirac WFR
+    geodesics as targets, weighted regression of a velocity and a growth field shared over all intervals.
+
+    After `fit`: `plans` (the UnbalancedPlans, with the static WFR costs) and `result` (the core FitResult).
+    """
+
+    method = "wfr_fm"
+    config_cls = WFRConfig
+
+    def _sampler(self, series: TimeSeries, *, device, generator) -> WFRSampler:
+        c = self.config
+        self.plans = self.reuse_plans or unbalanced_plans(
+            series,
+            delta=c.delta,
+            reg_m=c.reg_m,
+            chunk=c.chunk,
+            num_iter_max=c.plan_iters,
+            device=device,
+            generator=generator,
+        )
+        return WFRSampler(series, self.plans, batch=c.batch, sigma=c.sigma, device=device)

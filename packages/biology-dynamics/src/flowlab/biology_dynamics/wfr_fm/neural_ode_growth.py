@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from flowlab.biology_dynamics.wfr_fm.model import GrowthFields, TimeCourseModel, _check_config
+from flowlab.biology_dynamics.wfr_fm.model import TimeCourseModel, _check_config
 from flowlab.biology_dynamics.wfr_fm.sample import simulate_particles
 from flowlab.core.metrics import wasserstein
 from flowlab.core.train import EMA, fit
@@ -75,18 +75,6 @@ class GrowthNeuralODE(TimeCourseModel):
 
     method = "neural_ode"
     config_cls = NeuralODEConfig
-
-    def _build(self, dim: int) -> GrowthFields:
-        c = self.config
-        return GrowthFields(
-            dim,
-            v_hidden=c.v_hidden,
-            g_hidden=c.g_hidden,
-            act=c.act,
-            growth=True,
-            time_scale=c.time_scale,
-            time_embed_dim=c.time_embed_dim,
-        )
 
     def _train(self, series, *, device, generator, callbacks, progress) -> None:
         c = self.config

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
-from flowlab.biology_dynamics.wfr_fm.model import GrowthFields, TimeCourseModel, _check_config
-from flowlab.biology_dynamics.wfr_fm.objective import ExactOTSampler, train_matching
+from flowlab.biology_dynamics.wfr_fm.model import MatchingModel, _check_config
+from flowlab.biology_dynamics.wfr_fm.objective import ExactOTSampler
 
 __all__ = ["OTCFM", "OTCFMConfig"]
 
@@ -29,37 +28,13 @@ class OTCFMConfig:
         _check_config(self)
 
 
-class OTCFM(TimeCourseModel):
+class OTCFM(MatchingModel):
     """Conditional flow matching with minibatch OT pairs (Tong et al.): the mass of every particle stays 1."""
 
     method = "ot_cfm"
     config_cls = OTCFMConfig
 
-    def _build(self, dim: int) -> GrowthFields:
-        return GrowthFields(
-            dim,
-            v_hidden=self.config.v_hidden,
-            act=self.config.act,
-            growth=False,
-            time_scale=self.config.time_scale,
-            time_embed_dim=self.config.time_embed_dim,
-        )
+    learns_growth = False
 
-    def _train(self, series, *, device, generator, callbacks, progress) -> None:
-        c = self.config
-        start = time.perf_counter()
-        sampler = ExactOTSampler(series, batch=c.batch, device=device)
-        self.result = train_matching(
-            self.fields,
-            sampler,
-            iters=c.iters,
-            lr=c.lr,
-            lr_min=c.lr_min,
-            ema=c.ema,
-            device=device,
-            generator=generator,
-            callbacks=callbacks,
-            progress=progress,
-        )
-        self.state.train_seconds = time.perf_counter() - start
-        self.state.history = [dict(r) for r in self.result.history]
+    def _sampler(self, series, *, device, generator) -> ExactOTSampler:
+        return ExactOTSampler(series, batch=self.config.batch, device=device)

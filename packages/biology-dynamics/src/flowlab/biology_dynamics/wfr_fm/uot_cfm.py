@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
-from flowlab.biology_dynamics.wfr_fm.model import GrowthFields, TimeCourseModel, _check_config
-from flowlab.biology_dynamics.wfr_fm.objective import WFRSampler, train_matching, unbalanced_plans
+from flowlab.biology_dynamics.wfr_fm.model import MatchingModel, _check_config
+from flowlab.biology_dynamics.wfr_fm.objective import WFRSampler, unbalanced_plans
 
 __all__ = ["UOTCFM", "UOTCFMConfig"]
 
@@ -35,25 +34,16 @@ class UOTCFMConfig:
         _check_config(self)
 
 
-class UOTCFM(TimeCourseModel):
+class UOTCFM(MatchingModel):
     """Flow matching on unbalanced-plan pairs: the plan reweights who goes where, but mass is not modelled."""
 
     method = "uot_cfm"
     config_cls = UOTCFMConfig
 
-    def _build(self, dim: int) -> GrowthFields:
-        return GrowthFields(
-            dim,
-            v_hidden=self.config.v_hidden,
-            act=self.config.act,
-            growth=False,
-            time_scale=self.config.time_scale,
-            time_embed_dim=self.config.time_embed_dim,
-        )
+    learns_growth = False
 
-    def _train(self, series, *, device, generator, callbacks, progress) -> None:
+    def _sampler(self, series, *, device, generator) -> WFRSampler:
         c = self.config
-        start = time.perf_counter()
         self.plans = self.reuse_plans or unbalanced_plans(
             series,
             delta=c.delta,
@@ -63,18 +53,4 @@ class UOTCFM(TimeCourseModel):
             device=device,
             generator=generator,
         )
-        sampler = WFRSampler(series, self.plans, batch=c.batch, straight=True, device=device)
-        self.result = train_matching(
-            self.fields,
-            sampler,
-            iters=c.iters,
-            lr=c.lr,
-            lr_min=c.lr_min,
-            ema=c.ema,
-            device=device,
-            generator=generator,
-            callbacks=callbacks,
-            progress=progress,
-        )
-        self.state.train_seconds = time.perf_counter() - start
-        self.state.history = [dict(r) for r in self.result.history]
+        return WFRSampler(series, self.plans, batch=c.batch, straight=True, device=device)
