@@ -122,6 +122,40 @@ def test_ddim_reaches_the_data_distribution():
     assert_moments_close(x, a1 * MU, torch.diag(a1**2 * S2 + s1**2), num_sigma=5.0)
 
 
+def test_ddpm_ancestral_sampling_reaches_the_data_distribution():
+    """Ancestral DDPM from the exact first-grid marginal with the exact denoiser: 5-sigma moment test against the data
+    Gaussian on a 200-step DiscreteVP (its grid k/K ends at the data), reproducible from the generator, and
+    stochastic (a second generator gives different samples with the same moments)."""
+    schedule = DiscreteVP.linear(200)
+    grid = torch.linspace(0, 1, 201, dtype=F64)[1:]  # t = 1/K .. 1: alpha > 0 at the noise end
+
+    def exact(x, t):
+        out = schedule(t[:1, None].to(x.dtype))
+        a, s = out.alpha, out.sigma
+        return MU + a * S2 / (a**2 * S2 + s**2) * (x - a * MU)
+
+    a0, s0 = (v[0] for v in (schedule(grid[:1]).alpha, schedule(grid[:1]).sigma))
+    start = a0 * (MU + S2.sqrt() * noise(4000, seed=3)) + s0 * noise(4000, seed=4)  # the exact grid[0] marginal
+    runs = [
+        sample_diffusion(
+            exact,
+            start,
+            grid,
+            schedule=schedule,
+            prediction="data",
+            method="ddpm",
+            generator=torch.Generator().manual_seed(seed),
+        )
+        for seed in (0, 0, 1)
+    ]
+    torch.testing.assert_close(runs[0], runs[1], rtol=0, atol=0)
+    assert float((runs[0] - runs[2]).abs().mean()) > 0.1
+    for x in (runs[0], runs[2]):
+        assert_moments_close(x, MU, torch.diag(S2), num_sigma=5.0)
+    with pytest.raises(ValueError, match="generator"):
+        sample_diffusion(exact, start, grid, schedule=schedule, prediction="data", method="ddpm", generator=1)
+
+
 def test_grid_ending_at_one_returns_the_data_prediction():
     z, grid = noise(32), grids.uniform(8, dtype=F64)
     for method in ("ddim", "dpmpp_2m", "dpmpp_3m"):

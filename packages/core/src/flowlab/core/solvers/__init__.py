@@ -4,7 +4,15 @@ paths. Solvers of one family share one signature, so swapping a sampler is one w
 
 from flowlab.core.solvers.adaptive import ADAPTIVE_METHODS, AdaptiveSolution, solve_ode_adaptive
 from flowlab.core.solvers.ctmc import solve_ctmc
-from flowlab.core.solvers.diffusion import Inversion, MultistepHistory, ddim_step, dpmpp_step, invert, sample_diffusion
+from flowlab.core.solvers.diffusion import (
+    Inversion,
+    MultistepHistory,
+    ddim_step,
+    ddpm_step,
+    dpmpp_step,
+    invert,
+    sample_diffusion,
+)
 from flowlab.core.solvers.edm import edm_sample
 from flowlab.core.solvers.flowmap import sample_flow_map
 from flowlab.core.solvers.manifold import MANIFOLD_METHODS, solve_ode_on_manifold
@@ -26,6 +34,7 @@ __all__ = [
     "Stepper",
     "Trajectory",
     "ddim_step",
+    "ddpm_step",
     "dpmpp_step",
     "edm_sample",
     "euler",

@@ -6,6 +6,11 @@ log(alpha_t / sigma_t) is the half log-SNR. Every model output is turned into a 
 
 - DDIM (eta = 0): x_t = alpha_t D + sigma_t eps_hat with eps_hat = (x_s - alpha_s D) / sigma_s; a first-order
   exponential integrator.
+- DDPM (ancestral, Ho et al. 2020): x_t ~ q(x_t | x_s, x_1 = D), the forward process's posterior with the data
+  prediction in place of the data; with a = alpha_s / alpha_t and b^2 = sigma_s^2 - a^2 sigma_t^2 (the variance added
+  going from t to s), mean = (a sigma_t^2 / sigma_s^2) x_s + (alpha_t b^2 / sigma_s^2) D and variance
+  b^2 sigma_t^2 / sigma_s^2. On a K-step `DiscreteVP` with the grid k/K this is DDPM's sampler with the "small"
+  posterior variance (beta-tilde). Stochastic: it takes a `generator` and cannot be inverted.
 - DPM-Solver++ (Lu et al. 2022), multistep, data prediction, h = lambda_t - lambda_s:
   x_t = (sigma_t / sigma_s) x_s - alpha_t expm1(-h) D_hat, where D_hat extrapolates the newest data predictions
   linearly (2M) or quadratically (3M) in lambda. The history of earlier predictions is an explicit
@@ -42,6 +47,7 @@ __all__ = [
     "Inversion",
     "MultistepHistory",
     "ddim_step",
+    "ddpm_step",
     "dpmpp_2m_step",
     "dpmpp_3m_step",
     "dpmpp_step",
@@ -50,6 +56,7 @@ __all__ = [
 ]
 
 _METHOD_ORDER = {"ddim": 1, "dpmpp_2m": 2, "dpmpp_3m": 3}
+_SAMPLE_METHOD_ORDER = {**_METHOD_ORDER, "ddpm": 1}
 
 
 @dataclass(frozen=True)
@@ -124,6 +131,27 @@ def ddim_step(
     alpha_t, sigma_t = _alpha_sigma(schedule, t)
     eps = (x - _like(alpha_s, x) * data) / _like(sigma_s, x)
     return _like(alpha_t, x) * data + _like(sigma_t, x) * eps
+
+
+def ddpm_step(
+    x: torch.Tensor,
+    data: torch.Tensor,
+    *,
+    s: torch.Tensor,
+    t: torch.Tensor,
+    schedule: Schedule,
+    noise: torch.Tensor,
+) -> torch.Tensor:
+    """One ancestral DDPM step from the noisier time s to t > s: a draw of q(x_t | x_s, x_1 = D).
+
+    x: (B, ...) at s; data: D(x, s); noise: (B, ...) standard normal -> (B, ...) at t (D itself when t = 1).
+    """
+    alpha_s, sigma_s = _alpha_sigma(schedule, s)
+    alpha_t, sigma_t = _alpha_sigma(schedule, t)
+    a = alpha_s / alpha_t
+    added = (sigma_s**2 - a**2 * sigma_t**2).clamp_min(0)
+    mean = _like(a * sigma_t**2 / sigma_s**2, x) * x + _like(alpha_t * added / sigma_s**2, x) * data
+    return mean + _like((added * sigma_t**2 / sigma_s**2).sqrt(), x) * noise
 
 
 def dpmpp_step(
@@ -227,7 +255,7 @@ def _check_alpha_positive(schedule, grid):
 
 def _orders(method: str, n: int, lower_order_final: bool, ends_at_data: bool) -> list[int]:
     """Order of each of the n steps: warm-up from 1, lowered at the end (diffusers' `lower_order_final`)."""
-    top = _METHOD_ORDER[method]
+    top = _SAMPLE_METHOD_ORDER[method]
     orders = [min(top, i + 1) for i in range(n)]
     if lower_order_final or ends_at_data:
         orders[-1] = 1
@@ -273,19 +301,23 @@ def sample_diffusion(
     lower_order_final: bool = True,
     return_trajectory: bool = False,
     callback: Callable[[StepInfo], Any] | None = None,
+    generator: torch.Generator | None = None,
     **cond: Any,
 ) -> torch.Tensor | Trajectory:
-    """Deterministic diffusion sampling from noise (grid[0]) to data (grid[-1]) with one model call per step.
+    """Diffusion sampling from noise (grid[0]) to data (grid[-1]) with one model call per step.
 
     model(x=x, t=t, **cond) -> (B, ...) output of kind `prediction`; x_init: (B, ...) at grid[0] (alpha > 0 there);
-    grid: (n+1,) strictly increasing core times; method: "ddim", "dpmpp_2m" or "dpmpp_3m".
+    grid: (n+1,) strictly increasing core times; method: "ddim", "dpmpp_2m", "dpmpp_3m" (deterministic) or "ddpm"
+    (ancestral, its fresh noise drawn with `generator` on x_init's device).
     lower_order_final: the last step is first order and (3M) the one before at most second order, as diffusers does
     for short schedules; a step ending at t = 1 is always first order and returns the data prediction.
     Returns x: (B, ...) at grid[-1], or `Trajectory(times=grid, states=(n+1, B, ...))`; `callback` receives a
     `StepInfo` after every step. Call it under `torch.inference_mode()` when no gradient is needed.
     """
-    prediction, grid = _check_common(model, x_init, grid, schedule, prediction, method, _METHOD_ORDER, "x_init")
+    prediction, grid = _check_common(model, x_init, grid, schedule, prediction, method, _SAMPLE_METHOD_ORDER, "x_init")
     check_callback(callback)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator: expected a torch.Generator or None, got {type(generator).__name__}")
     if not bool((grid[1:] > grid[:-1]).all()):
         raise ValueError("grid: expected increasing times (noise at grid[0] -> data at grid[-1])")
     _check_alpha_positive(schedule, grid)
@@ -294,11 +326,15 @@ def sample_diffusion(
     lambdas = _lambda(schedule, grid)
     denoise = _Denoiser(model, schedule, prediction, cond)
     times = batched_times(grid, x_init)
-    keep = _METHOD_ORDER[method] - 1
+    keep = _SAMPLE_METHOD_ORDER[method] - 1
     x, history, states = x_init, MultistepHistory(), [x_init]
     for i in range(n):
         data = denoise(x, times[i])
-        x = _step(method, x, data, history, grid[i], grid[i + 1], schedule, orders[i])
+        if method == "ddpm":
+            eps = torch.randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)
+            x = ddpm_step(x, data, s=grid[i], t=grid[i + 1], schedule=schedule, noise=eps)
+        else:
+            x = _step(method, x, data, history, grid[i], grid[i + 1], schedule, orders[i])
         history = history.push(data, lambdas[i], keep=keep)
         if return_trajectory:
             states.append(x)
