@@ -1,0 +1,67 @@
+"""The physics baselines as simulation policies: constant velocity and the social force model, with SFM's (A, B)
+calibrated by a grid sweep on a training window (MAE of a short rollout)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from flowlab.crowd_sim.physics import DestinationForce, SocialForceParams, social_force, sweep_grid
+from flowlab.crowd_sim.simulate import InitialStates, StepState, simulate
+
+__all__ = ["SocialForcePolicy", "calibrate_social_force", "constant_velocity"]
+
+
+def constant_velocity(state: StepState) -> torch.Tensor:
+    """Zero acceleration: every pedestrian keeps its entry velocity."""
+    return torch.zeros_like(state.positions)
+
+
+@dataclass
+class SocialForcePolicy:
+    """Helbing-Molnar social forces with the scene's annotated obstacle boxes."""
+
+    scene: object
+    params: SocialForceParams
+    destination_force: DestinationForce
+
+    def __post_init__(self) -> None:
+        self.boxes = self.scene.obstacles.corners.float()
+
+    def __call__(self, state: StepState) -> torch.Tensor:
+        return social_force(
+            state.positions,
+            state.velocities,
+            state.destinations,
+            state.alive,
+            self.boxes.to(state.positions.device),
+            destination_force=self.destination_force,
+            params=self.params,
+        )
+
+
+def calibrate_social_force(
+    scene,
+    window,
+    destination_force: DestinationForce,
+    *,
+    A: Sequence[float] = (0.5, 1.0, 2.1, 4.0),
+    B: Sequence[float] = (0.1, 0.2, 0.3, 0.5),
+    frames: int = 250,
+    base: SocialForceParams | None = None,
+) -> tuple[SocialForceParams, dict[tuple[float, float], float]]:
+    """The (A, B) of the lowest MAE over the first `frames` frames of `window`; returns it and every grid MAE."""
+    from flowlab.crowd_sim.metrics import mae
+
+    steps = min(frames, window.num_frames - 1)
+    init = InitialStates.from_window(window)
+    real = window.positions[: steps + 1]
+    scores = {}
+    for params in sweep_grid(base or SocialForceParams(), A, B):
+        policy = SocialForcePolicy(scene, params, destination_force)
+        traj = simulate(scene, init, window.destinations, steps, model=policy)
+        scores[(params.A, params.B)] = mae(traj.positions[0], real, traj.mask)
+    best = min(scores, key=scores.get)
+    return SocialForceParams(**{**(base or SocialForceParams()).__dict__, "A": best[0], "B": best[1]}), scores

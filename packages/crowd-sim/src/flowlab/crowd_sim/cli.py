@@ -1,0 +1,201 @@
+"""`flowlab crowd train|simulate|evaluate|render`: EnvSocial-Diff on the shared crowd scenes (UCY students03, GC).
+
+Data come from `--data` or $FLOWLAB_DATA (the folder holding `crowds/`). Trajectory files written by `simulate` are
+torch files of tensors (`positions (R, T, P, 2)`, `mask (T, P)`, `start`), read back with weights_only=True.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+import typer
+
+from flowlab.crowd_sim.data import SCENES, SPLITS, load_scene
+from flowlab.crowd_sim.model import ABLATIONS
+
+app = typer.Typer(help="EnvSocial-Diff crowd simulation: train, simulate, evaluate, render.")
+
+_SIZES = {
+    "quick": {"hist_hidden": 64, "hist_dim": 32, "social_hidden": 64, "env_dim": 32, "light_dim": 16,
+              "head_hidden": (128, 128), "steps": 20, "beta_start": 1e-3, "beta_end": 0.35},
+    "full": {"steps": 70, "beta_start": 1e-4, "beta_end": 0.1, "dropout": 0.1},
+}  # fmt: skip
+
+
+def _scene(name: str, data: Path | None, frame: str):
+    if name not in SCENES:
+        raise typer.BadParameter(f"unknown scene {name!r}; expected one of {', '.join(SCENES)}", param_hint="--scene")
+    try:
+        return load_scene(name, data, windows="all", frame=frame)
+    except (FileNotFoundError, ValueError) as err:
+        raise typer.BadParameter(str(err), param_hint="--data") from err
+
+
+def _window(scene, name: str):
+    names = SPLITS[scene.name].get(name, (name,))
+    if names[0] not in scene.windows:
+        known = ", ".join([*SPLITS[scene.name], *scene.windows])
+        raise typer.BadParameter(f"unknown window {name!r}; expected one of {known}", param_hint="--window")
+    return scene.windows[names[0]]
+
+
+def _policy(scene, checkpoint: Path | None, baseline: str | None, device: str, sampler: str, steps: int | None):
+    from flowlab.crowd_sim.baselines import SocialForcePolicy, constant_velocity
+    from flowlab.crowd_sim.envsocial import EnvSocialDiff
+    from flowlab.crowd_sim.physics import DestinationForce, SocialForceParams
+
+    if (checkpoint is None) == (baseline is None):
+        raise typer.BadParameter("give exactly one of --checkpoint and --baseline", param_hint="--checkpoint")
+    if baseline == "cv":
+        return constant_velocity
+    if baseline == "sfm":
+        return SocialForcePolicy(scene, SocialForceParams(), DestinationForce())
+    if baseline is not None:
+        raise typer.BadParameter(f"unknown baseline {baseline!r}; expected sfm or cv", param_hint="--baseline")
+    try:
+        model = EnvSocialDiff.load(checkpoint, device=device)
+        return model.policy(scene, sampler=sampler, sample_steps=steps)
+    except (FileNotFoundError, ValueError) as err:
+        raise typer.BadParameter(str(err), param_hint="--checkpoint") from err
+
+
+@app.command("train")
+def train_cmd(
+    scene_name: str = typer.Option("ucy_students03", "--scene", help=f"one of {', '.join(SCENES)}"),
+    ablation: str = typer.Option("full", "--ablation", help=f"one of {', '.join(ABLATIONS)}"),
+    size: str = typer.Option("quick", "--size", help="network size and diffusion steps: quick | full"),
+    epochs: int = typer.Option(10, "--epochs", help="teacher-forced epochs over the training windows"),
+    finetune_steps: int = typer.Option(0, "--finetune-steps", help="multi-frame rollout fine-tuning steps"),
+    out: Path = typer.Option(Path("envsocial.pt"), "--out", help="model file to write"),
+    ckpt_dir: Path | None = typer.Option(None, "--ckpt-dir", help="training checkpoints (resumed when present)"),
+    data: Path | None = typer.Option(None, "--data", help="data root holding crowds/ (default $FLOWLAB_DATA)"),
+    frame: str = typer.Option("published", "--frame", help="UCY coordinate frame: published | corrected"),
+    seed: int = typer.Option(0, "--seed"),
+    device: str = typer.Option("cpu", "--device"),
+) -> None:
+    """Train EnvSocial-Diff (or an ablation) on a scene's training windows and save it."""
+    from flowlab.crowd_sim.envsocial import EnvSocialDiff, scene_categories
+    from flowlab.crowd_sim.features import FeatureConfig
+    from flowlab.crowd_sim.model import EnvSocialConfig
+    from flowlab.crowd_sim.train import TrainConfig, train
+
+    if size not in _SIZES:
+        raise typer.BadParameter(f"expected quick or full, got {size!r}", param_hint="--size")
+    scene = _scene(scene_name, data, frame)
+    try:
+        config = EnvSocialConfig.ablation(
+            ablation,
+            categories=scene_categories(scene),
+            features=FeatureConfig.from_constants(scene.constants),
+            **_SIZES[size],
+        )
+        model = EnvSocialDiff(config, device=device)
+        windows = [scene.windows[n] for n in SPLITS[scene.name]["train"]]
+        train(
+            model,
+            scene,
+            windows,
+            TrainConfig(epochs=epochs, finetune_steps=finetune_steps),
+            generator=torch.Generator(device).manual_seed(seed),
+            ckpt_dir=ckpt_dir,
+        )
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from err
+    typer.echo(f"saved {ablation} model to {model.save(out)} (residual scale {model.scale:.3f} m/s^2)")
+
+
+@app.command("simulate")
+def simulate_cmd(
+    scene_name: str = typer.Option("ucy_students03", "--scene"),
+    checkpoint: Path | None = typer.Option(None, "--checkpoint", help="a model written by `flowlab crowd train`"),
+    baseline: str | None = typer.Option(None, "--baseline", help="sfm | cv instead of a model"),
+    window: str = typer.Option("test", "--window", help="a split name or a window name (e.g. time162-216)"),
+    steps: int | None = typer.Option(None, "--steps", help="frames to simulate (default: the whole window)"),
+    replicas: int = typer.Option(1, "--replicas", help="independent samples, batched"),
+    sampler: str = typer.Option("ddpm", "--sampler", help="ddpm | ddim"),
+    sample_steps: int | None = typer.Option(None, "--sample-steps", help="DDIM steps"),
+    out: Path = typer.Option(Path("rollout.pt"), "--out"),
+    data: Path | None = typer.Option(None, "--data"),
+    frame: str = typer.Option("published", "--frame"),
+    seed: int = typer.Option(0, "--seed"),
+    device: str = typer.Option("cpu", "--device"),
+) -> None:
+    """Roll a whole recorded window forward from its entry states and destinations; write the trajectories."""
+    from flowlab.crowd_sim.simulate import InitialStates, simulate
+
+    scene = _scene(scene_name, data, frame)
+    w = _window(scene, window)
+    policy = _policy(scene, checkpoint, baseline, device, sampler, sample_steps)
+    n = w.num_frames - 1 if steps is None else min(steps, w.num_frames - 1)
+    traj = simulate(
+        scene,
+        InitialStates.from_window(w),
+        w.destinations,
+        n,
+        model=policy,
+        replicas=replicas,
+        generator=torch.Generator(device).manual_seed(seed),
+        device=device,
+        progress=True,
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    blob = {"positions": traj.positions.cpu(), "mask": traj.mask.cpu(), "start": traj.start, "window": w.name}
+    torch.save({**blob, "scene": scene.name}, out)
+    typer.echo(
+        f"{w.name}: {n} frames, {replicas} replica(s) in {traj.seconds:.1f} s "
+        f"({traj.agent_steps_per_second:.0f} pedestrian-steps/s); collisions {traj.collisions.tolist()}; wrote {out}"
+    )
+
+
+@app.command("evaluate")
+def evaluate_cmd(
+    rollout: Path = typer.Argument(..., help="a file written by `flowlab crowd simulate`"),
+    data: Path | None = typer.Option(None, "--data"),
+    frame: str = typer.Option("published", "--frame"),
+    out: Path | None = typer.Option(None, "--out", help="write the metrics as JSON"),
+) -> None:
+    """Simulation metrics (MAE, OT, MMD, DTW, FDE, collisions) of a rollout against the recorded window."""
+    from flowlab.crowd_sim.metrics import simulation_metrics
+
+    blob = _read_rollout(rollout)
+    scene = _scene(blob["scene"], data, frame)
+    w = _window(scene, blob["window"])
+    T = blob["positions"].shape[1]
+    real = w.subset(slice(blob["start"], blob["start"] + T))
+    rows = [simulation_metrics(p, real.positions, real.mask) for p in blob["positions"]]
+    for r, row in enumerate(rows):
+        typer.echo(f"replica {r}: " + ", ".join(f"{k} {v:.4g}" for k, v in row.items()))
+    if out is not None:
+        out.write_text(json.dumps({"rollout": str(rollout), "replicas": rows}, indent=2))
+        typer.echo(f"wrote {out}")
+
+
+@app.command("render")
+def render_cmd(
+    rollout: Path = typer.Argument(..., help="a file written by `flowlab crowd simulate`"),
+    out: Path = typer.Option(Path("rollout.gif"), "--out", help="a .gif animation, or a folder of PNG frames"),
+    every: int = typer.Option(5, "--every", help="draw every n-th frame"),
+    data: Path | None = typer.Option(None, "--data"),
+    frame: str = typer.Option("published", "--frame"),
+) -> None:
+    """Draw a rollout over the scene's obstacles and objects of interest (recorded positions alongside)."""
+    from flowlab.crowd_sim.render import render
+
+    blob = _read_rollout(rollout)
+    scene = _scene(blob["scene"], data, frame)
+    w = _window(scene, blob["window"])
+    T = blob["positions"].shape[1]
+    real = w.subset(slice(blob["start"], blob["start"] + T))
+    path = render(scene, blob["positions"][0], real.mask, out, real=real.positions, every=every)
+    typer.echo(f"wrote {path}")
+
+
+def _read_rollout(path: Path) -> dict:
+    if not path.is_file():
+        raise typer.BadParameter(f"{path} not found", param_hint="ROLLOUT")
+    blob = torch.load(path, map_location="cpu", weights_only=True)
+    if not isinstance(blob, dict) or not {"positions", "mask", "start", "window", "scene"} <= set(blob):
+        raise typer.BadParameter(f"{path}: not a rollout written by `flowlab crowd simulate`", param_hint="ROLLOUT")
+    return blob

@@ -1,0 +1,178 @@
+"""The EnvSocial-Diff simulator: the denoiser, its DDPM schedule, the destination force outside the diffusion, the
+residual scale, and the scene environment as this model sees it.
+
+At each frame, for every alive pedestrian: a = F_dest(p, v, g) + scale * R^T x, with x ~ p_theta(x | c) sampled by the
+core's diffusion sampler (ancestral DDPM over the K training steps, or DDIM on a shorter grid) and R the ego frame.
+The diffusion runs on the residual acceleration a_rec - F_dest in ego coordinates, divided by `scale` (its standard
+deviation on the training data), so the model's target has unit variance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from flowlab.core.schedules import DiscreteVP
+from flowlab.core.solvers import sample_diffusion
+from flowlab.crowd_sim.features import SceneEnvironment, StepInputs, brightness_cells, step_inputs
+from flowlab.crowd_sim.model import EnvSocialConfig, EnvSocialDenoiser
+from flowlab.crowd_sim.physics import DestinationForce
+from flowlab.crowd_sim.simulate import StepState
+
+__all__ = ["EnvSocialDiff", "scene_categories"]
+
+FORMAT = "flowlab.crowd_sim.EnvSocialDiff/1"
+
+
+def scene_categories(*scenes) -> tuple[str, ...]:
+    """The annotation vocabulary of the scenes (index 0 reserved for unknown categories)."""
+    names = sorted({c for s in scenes for boxes in (s.obstacles, s.interests) for c in boxes.categories})
+    return ("<unknown>", *names)
+
+
+class EnvSocialDiff:
+    """A trained (or untrained) EnvSocial-Diff model; `policy(scene)` plugs it into `simulate`."""
+
+    def __init__(
+        self,
+        config: EnvSocialConfig,
+        *,
+        destination_force: DestinationForce | None = None,
+        scale: float = 1.0,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        self.config = config
+        self.device = torch.device(device)
+        self.denoiser = EnvSocialDenoiser(config).to(self.device)
+        self.destination_force = destination_force or DestinationForce()
+        self.scale = float(scale)
+        self.schedule = DiscreteVP.linear(config.steps, config.beta_start, config.beta_end)
+
+    # ------------------------------------------------------------------------------------------- scene and inputs
+    def environment(self, scene) -> SceneEnvironment:
+        """The scene's boxes and brightness cells (the denoiser masks the branches its configuration turns off)."""
+        index = {c: i for i, c in enumerate(self.config.categories)}
+        boxes = [(scene.obstacles, 0), (scene.interests, 1)]
+        corners = torch.cat([b.corners.float() for b, _ in boxes])
+        centres = torch.cat([b.centres.float() for b, _ in boxes])
+        kind = torch.cat([torch.full((len(b.categories),), k, dtype=torch.long) for b, k in boxes])
+        category = torch.tensor([index.get(c, 0) for b, _ in boxes for c in b.categories], dtype=torch.long)
+        cells, bright = torch.zeros(0, 2), torch.zeros(0)
+        if scene.image is not None:
+            cell_px = max(1, int(scene.constants.get("bright_grid", 220)) // int(scene.constants.get("bin", 10)))
+            cells, bright = brightness_cells(scene, cell_px, region=_region(scene))
+        return SceneEnvironment(corners, centres, kind, category, cells, bright).to(self.device)
+
+    def inputs(self, state: StepState, env: SceneEnvironment) -> tuple[StepInputs, torch.Tensor]:
+        """Inputs of the alive pedestrians of every replica, and their (replica, pedestrian) flat indices."""
+        R, P = state.positions.shape[:2]
+        alive = state.alive.expand(R, P)
+        rep, ped = alive.nonzero(as_tuple=True)
+        inputs = step_inputs(
+            state.positions[rep, ped],
+            state.velocities[rep, ped],
+            state.accelerations[rep, ped],
+            state.history[rep, ped],
+            state.destinations[ped],
+            rep,
+            env,
+            self.config.features,
+            self.destination_force,
+        )
+        return inputs, rep * P + ped
+
+    # ------------------------------------------------------------------------------------------------- sampling
+    def grid(self, sampler: str, sample_steps: int | None) -> torch.Tensor:
+        """Core-time grid: all K steps for "ddpm"; `sample_steps` (default K) evenly spaced steps for "ddim"."""
+        K = self.config.steps
+        n = K if sampler == "ddpm" or sample_steps is None else int(sample_steps)
+        if not 1 <= n <= K:
+            raise ValueError(f"sample_steps: expected 1..{K} (the training steps), got {sample_steps!r}")
+        return torch.linspace(0.0, 1.0, n + 1, dtype=torch.float64)
+
+    @torch.no_grad()
+    def sample_residual(
+        self, inputs: StepInputs, *, generator, sampler: str = "ddpm", sample_steps: int | None = None
+    ) -> torch.Tensor:
+        """Sampled residual accelerations in world coordinates: (N, 2)."""
+        if sampler not in ("ddpm", "ddim"):
+            raise ValueError(f"sampler: expected 'ddpm' or 'ddim', got {sampler!r}")
+        self.denoiser.eval()
+        cond = self.denoiser.encode(inputs)
+        n = inputs.num_nodes
+        x = torch.randn(n, 2, generator=generator, device=self.device)
+        x = sample_diffusion(
+            self.denoiser,
+            x,
+            self.grid(sampler, sample_steps).to(self.device),
+            schedule=self.schedule,
+            prediction="epsilon",
+            method=sampler,
+            generator=generator,
+            cond=cond,
+        )
+        return self.scale * torch.einsum("nji,nj->ni", inputs.rotations, x)
+
+    def policy(self, scene, *, sampler: str = "ddpm", sample_steps: int | None = None):
+        """A `simulate` policy: accelerations F_dest + sampled residual for the alive pedestrians."""
+        env = self.environment(scene)
+        model = self
+
+        class _Policy:
+            nfe_per_step = len(model.grid(sampler, sample_steps)) - 1
+
+            def __call__(self, state: StepState) -> torch.Tensor:
+                out = model.destination_force(state.positions, state.velocities, state.destinations)
+                if not bool(state.alive.any()):
+                    return out
+                inputs, flat = model.inputs(state, env)
+                residual = model.sample_residual(
+                    inputs, generator=state.generator, sampler=sampler, sample_steps=sample_steps
+                )
+                out = out.reshape(-1, 2).clone()
+                out[flat] = out[flat] + residual
+                return out.reshape(state.positions.shape)
+
+        return _Policy()
+
+    # ----------------------------------------------------------------------------------------------- persistence
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(
+            {
+                "format": FORMAT,
+                "config": self.config.to_dict(),
+                "destination_force": asdict(self.destination_force),
+                "scale": self.scale,
+                "state_dict": self.denoiser.state_dict(),
+            },
+            path,
+        )
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, *, device: torch.device | str = "cpu") -> EnvSocialDiff:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"checkpoint not found: {path}")
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(blob, dict) or blob.get("format") != FORMAT:
+            raise ValueError(f"{path}: not an EnvSocial-Diff checkpoint (expected format {FORMAT!r})")
+        model = cls(
+            EnvSocialConfig.from_dict(blob["config"]),
+            destination_force=DestinationForce(**blob["destination_force"]),
+            scale=blob["scale"],
+            device=device,
+        )
+        model.denoiser.load_state_dict(blob["state_dict"])
+        return model
+
+
+def _region(scene) -> tuple[float, float, float, float]:
+    """Bounding box (x_min, x_max, y_min, y_max) of all loaded tracks, 5 m wider each side."""
+    pts = torch.cat([w.positions[w.mask] for w in scene.windows.values()]) if scene.windows else torch.zeros(1, 2)
+    lo, hi = pts.min(0).values - 5, pts.max(0).values + 5
+    return float(lo[0]), float(hi[0]), float(lo[1]), float(hi[1])
