@@ -196,7 +196,9 @@ def _run(ctx: BenchContext, scene_name: str) -> BenchResult:
                     generator=gen,
                     device=ctx.device,
                 )
-                metrics[label].update({f"{name.replace(str(k), '20')}{key}": v for name, v in pred.items()})
+                metrics[label].update(
+                    {f"{name}20{key}" if name != "pred_pedestrians" else name: v for name, v in pred.items()}
+                )
         for label, values in _speed(scene, models["full"], ctx, cfg, sfm).items():
             metrics[label].update(values)
         ours = metrics.pop("full")

@@ -19,7 +19,12 @@ from flowlab.core.metrics.gaussianity import (
 )
 from flowlab.core.metrics.mmd import median_bandwidth, mmd
 from flowlab.core.metrics.prdc import PRDC, precision_recall_knn
-from flowlab.core.metrics.wasserstein import sinkhorn_distance, sliced_wasserstein, wasserstein
+from flowlab.core.metrics.wasserstein import (
+    sinkhorn_distance,
+    sinkhorn_distance_batched,
+    sliced_wasserstein,
+    wasserstein,
+)
 
 __all__ = [
     "PRDC",
@@ -38,6 +43,7 @@ __all__ = [
     "precision_recall_knn",
     "sign_covariance_test",
     "sinkhorn_distance",
+    "sinkhorn_distance_batched",
     "sliced_wasserstein",
     "third_moment_test",
     "wasserstein",
