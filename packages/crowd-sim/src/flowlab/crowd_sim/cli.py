@@ -68,6 +68,7 @@ def train_cmd(
     size: str = typer.Option("quick", "--size", help="network size and diffusion steps: quick | full"),
     epochs: int = typer.Option(10, "--epochs", help="teacher-forced epochs over the training windows"),
     finetune_steps: int = typer.Option(0, "--finetune-steps", help="multi-frame rollout fine-tuning steps"),
+    frame_stride: int = typer.Option(1, "--frame-stride", help="train on every n-th recorded frame"),
     out: Path = typer.Option(Path("envsocial.pt"), "--out", help="model file to write"),
     ckpt_dir: Path | None = typer.Option(None, "--ckpt-dir", help="training checkpoints (resumed when present)"),
     data: Path | None = typer.Option(None, "--data", help="data root holding crowds/ (default $FLOWLAB_DATA)"),
@@ -79,7 +80,7 @@ def train_cmd(
     from flowlab.crowd_sim.envsocial import EnvSocialDiff, scene_categories
     from flowlab.crowd_sim.features import FeatureConfig
     from flowlab.crowd_sim.model import EnvSocialConfig
-    from flowlab.crowd_sim.train import TrainConfig, train
+    from flowlab.crowd_sim.train import TrainConfig, calibrate, train, training_frames
 
     if size not in _SIZES:
         raise typer.BadParameter(f"expected quick or full, got {size!r}", param_hint="--size")
@@ -93,6 +94,7 @@ def train_cmd(
         )
         model = EnvSocialDiff(config, device=device)
         windows = [scene.windows[n] for n in SPLITS[scene.name]["train"]]
+        calibrate(model, windows)
         train(
             model,
             scene,
@@ -100,6 +102,7 @@ def train_cmd(
             TrainConfig(epochs=epochs, finetune_steps=finetune_steps),
             generator=torch.Generator(device).manual_seed(seed),
             ckpt_dir=ckpt_dir,
+            frames=training_frames(model, scene, windows, stride=frame_stride),
         )
     except ValueError as err:
         raise typer.BadParameter(str(err)) from err
@@ -162,9 +165,8 @@ def evaluate_cmd(
     blob = _read_rollout(rollout)
     scene = _scene(blob["scene"], data, frame)
     w = _window(scene, blob["window"])
-    T = blob["positions"].shape[1]
-    real = w.subset(slice(blob["start"], blob["start"] + T))
-    rows = [simulation_metrics(p, real.positions, real.mask) for p in blob["positions"]]
+    frames = slice(blob["start"], blob["start"] + blob["positions"].shape[1])
+    rows = [simulation_metrics(p, w.positions[frames], w.mask[frames]) for p in blob["positions"]]
     for r, row in enumerate(rows):
         typer.echo(f"replica {r}: " + ", ".join(f"{k} {v:.4g}" for k, v in row.items()))
     if out is not None:
@@ -186,9 +188,8 @@ def render_cmd(
     blob = _read_rollout(rollout)
     scene = _scene(blob["scene"], data, frame)
     w = _window(scene, blob["window"])
-    T = blob["positions"].shape[1]
-    real = w.subset(slice(blob["start"], blob["start"] + T))
-    path = render(scene, blob["positions"][0], real.mask, out, real=real.positions, every=every)
+    frames = slice(blob["start"], blob["start"] + blob["positions"].shape[1])
+    path = render(scene, blob["positions"][0], w.mask[frames], out, real=w.positions[frames], every=every)
     typer.echo(f"wrote {path}")
 
 
