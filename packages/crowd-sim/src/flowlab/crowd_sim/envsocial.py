@@ -62,7 +62,7 @@ class EnvSocialDiff:
         cells, bright = torch.zeros(0, 2), torch.zeros(0)
         if scene.image is not None:
             cell_px = max(1, int(scene.constants.get("bright_grid", 220)) // int(scene.constants.get("bin", 10)))
-            cells, bright = brightness_cells(scene, cell_px, region=_region(scene))
+            cells, bright = brightness_cells(scene, cell_px)
         return SceneEnvironment(corners, centres, kind, category, cells, bright).to(self.device)
 
     def inputs(self, state: StepState, env: SceneEnvironment) -> tuple[StepInputs, torch.Tensor]:
@@ -169,10 +169,3 @@ class EnvSocialDiff:
         )
         model.denoiser.load_state_dict(blob["state_dict"])
         return model
-
-
-def _region(scene) -> tuple[float, float, float, float]:
-    """Bounding box (x_min, x_max, y_min, y_max) of all loaded tracks, 5 m wider each side."""
-    pts = torch.cat([w.positions[w.mask] for w in scene.windows.values()]) if scene.windows else torch.zeros(1, 2)
-    lo, hi = pts.min(0).values - 5, pts.max(0).values + 5
-    return float(lo[0]), float(hi[0]), float(lo[1]), float(hi[1])

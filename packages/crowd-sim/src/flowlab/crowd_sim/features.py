@@ -105,11 +105,11 @@ class SceneEnvironment:
         return replace(self, corners=move(self.corners), centres=move(self.centres), cells=move(self.cells))
 
 
-def brightness_cells(scene, cell_px: int, region: tuple[float, float, float, float] | None = None):
+def brightness_cells(scene, cell_px: int, *, max_range: float = 1000.0):
     """HSV value channel (max of R, G, B, in [0, 1]) of `scene.image`, mean-pooled on cells of `cell_px` pixels.
 
-    Returns (centres (C, 2) in metres, brightness (C,)); cells whose centre falls outside `region`
-    (x_min, x_max, y_min, y_max) in metres are dropped. Empty without an image.
+    Returns (centres (C, 2) in metres, brightness (C,)); cells that the homography sends beyond `max_range` metres
+    (at or above the horizon line of the ground plane) are dropped. Empty without an image.
     """
     if scene.image is None:
         return torch.zeros(0, 2), torch.zeros(0)
@@ -121,10 +121,7 @@ def brightness_cells(scene, cell_px: int, region: tuple[float, float, float, flo
     uv = torch.tensor(np.stack([u.ravel(), v.ravel()], axis=1), dtype=torch.float64)
     centres = scene.pixel_to_metres(uv).float()
     bright = torch.tensor(pooled.ravel(), dtype=torch.float32)
-    keep = torch.isfinite(centres).all(-1)
-    if region is not None:
-        x0, x1, y0, y1 = region
-        keep &= (centres[:, 0] >= x0) & (centres[:, 0] <= x1) & (centres[:, 1] >= y0) & (centres[:, 1] <= y1)
+    keep = torch.isfinite(centres).all(-1) & (centres.abs() < max_range).all(-1)
     return centres[keep], bright[keep]
 
 
@@ -282,7 +279,11 @@ def _lighting(p, v, R, env: SceneEnvironment, cfg: FeatureConfig):
     if env.cells.shape[0] == 0:
         return p.new_zeros(n, 0, LIGHT_DIM), torch.zeros(n, 0, dtype=torch.bool)
     rel = env.cells[None] - p[:, None]  # (N, C, 2)
-    valid = (rel.norm(dim=-1) <= cfg.light_radius) & _sees(v[:, None], rel, cfg)
+    near = rel.pow(2).sum(-1) <= cfg.light_radius**2
+    i, c = near.nonzero(as_tuple=True)  # the sight-cone test only for the few cells in range
+    seen = _sees(v[i], rel[i, c], cfg)
+    valid = torch.zeros_like(near)
+    valid[i[seen], c[seen]] = True
     index, mask = _select(-env.brightness[None].expand(n, -1), valid, cfg.light_topk)
     rel = torch.gather(rel, 1, index[..., None].expand(-1, -1, 2))
     bright = env.brightness[index]
