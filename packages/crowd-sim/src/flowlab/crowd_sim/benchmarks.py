@@ -103,7 +103,8 @@ def _speed(scene, model: EnvSocialDiff, ctx: BenchContext, cfg: Mapping[str, Any
     hist = torch.cat([pos, vel, torch.zeros_like(pos)], dim=-1)[:, None].repeat(1, 8, 1)
     init = InitialStates(pos, vel, hist, torch.zeros(n, dtype=torch.long), torch.full((n,), 10**9))
     out = {}
-    for label, policy in (("full", model.policy(scene)), ("SFM", sfm)):
+    ours = model.policy(scene, sampler=cfg["sampler"], sample_steps=cfg.get("sample_steps"))
+    for label, policy in (("full", ours), ("SFM", sfm)):
         g = torch.Generator(ctx.device).manual_seed(ctx.seed)
         traj = simulate(scene, init, dest, steps, model=policy, generator=g, device=ctx.device)
         out[label] = {
@@ -268,7 +269,7 @@ QUICK = {
 FULL = {
     **_BASE,
     "model": _FULL_MODEL,
-    "train": {"epochs": 20, "batch_frames": 32, "finetune_steps": 300},
+    "train": {"epochs": 8, "batch_frames": 16, "finetune_steps": 200},
     "ablations": ("no_env", "obstacles", "ooi", "no_sim"),
     "test_frames": None,
 }
