@@ -10,9 +10,9 @@ inputs are invariant and its sampled accelerations equivariant under rotations a
   sim3_i = (w_i . g_i / (|w_i| |g_i|) + 1) / 2 with w_i = (v_i, a_i) and g_i the mean w_j of i's neighbours
   (a zero vector counts as orthogonal: similarity 1/2);
 - environment tokens: the `env_topk` nearest annotated boxes (obstacles and objects of interest) within
-  `env_radius` of the box outline, each with its closest outline point and centre (relative, ego), side lengths,
-  orientation (cos 2phi, sin 2phi of its first side against the ego axis), distance, inside flag and, for objects of
-  interest, whether the pedestrian is within `interest_radius`;
+  `env_radius` of the box outline, each with the direction (ego) and log1p distance of its closest outline point and
+  of its centre, log1p side lengths, orientation (cos 2phi, sin 2phi of its first side against the ego axis), inside
+  flag and, for objects of interest, whether the pedestrian is within `interest_radius`;
 - lighting tokens: the `light_topk` brightest cells of the scene image's HSV value channel within `light_radius`
   inside the sight cone, each (relative position (ego), brightness).
 """
@@ -44,7 +44,8 @@ __all__ = [
 
 NODE_DIM = 8  # sim3, speed, log(1 + distance to destination), v (2), F_dest (2), standing flag
 EDGE_DIM = 7  # dp (2), dv (2), |dp|, sim1, sim2
-ENV_DIM = 12  # closest (2), centre (2), sides (2), cos/sin 2phi (2), distance, inside, near interest, is interest
+ENV_DIM = 13  # closest: direction (2), log distance; centre: direction (2), log distance; log sides (2);
+#               cos/sin 2phi (2); inside; near interest; is interest
 LIGHT_DIM = 3  # relative position (2), brightness
 
 
@@ -256,13 +257,15 @@ def _environment(p, R, env: SceneEnvironment, cfg: FeatureConfig):
     ego_dir = to_ego(direction[None].expand(n, -1, -1), R)  # (N, M, 2)
     double = torch.stack([ego_dir[..., 0] ** 2 - ego_dir[..., 1] ** 2, 2 * ego_dir[..., 0] * ego_dir[..., 1]], -1)
     interest = (env.kind == 1).to(p.dtype)[None].expand(n, -1)
+    to_centre = env.centres[None] - p[:, None]
     tokens = torch.cat(
-        [
-            to_ego(rel, R),
-            to_ego(env.centres[None] - p[:, None], R),
-            sides[None].expand(n, -1, -1),
+        [  # bounded inputs: unit directions and log1p distances (GC's boxes lie up to 40 m away)
+            to_ego(unit(rel), R),
+            torch.log1p(dist)[..., None],
+            to_ego(unit(to_centre), R),
+            torch.log1p(to_centre.norm(dim=-1))[..., None],
+            torch.log1p(sides)[None].expand(n, -1, -1),
             double,
-            dist[..., None],
             inside[..., None].to(p.dtype),
             ((dist <= cfg.interest_radius).to(p.dtype) * interest)[..., None],
             interest[..., None],

@@ -106,7 +106,7 @@ class EnvEncoder(nn.Module):
         emb = self.geometry(tokens) + self.category(category)
         q = self.query(query)[:, None, :]
         logits = (q * self.key(emb)).sum(-1) / math.sqrt(self.dim)
-        logits = logits + self.bias(torch.cat([tokens[..., 0:2], tokens[..., 8:9]], dim=-1)).squeeze(-1)
+        logits = logits + self.bias(tokens[..., 0:3]).squeeze(-1)  # closest point: direction, log distance
         logits = logits.masked_fill(~mask, -torch.inf)
         any_token = mask.any(dim=1, keepdim=True)
         weights = torch.softmax(torch.where(any_token, logits, torch.zeros_like(logits)), dim=1) * any_token
