@@ -4,10 +4,11 @@ calibrated by a grid sweep on a training window (MAE of a short rollout)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
+from flowlab.crowd_sim.metrics import mae
 from flowlab.crowd_sim.physics import DestinationForce, SocialForceParams, social_force, sweep_grid
 from flowlab.crowd_sim.simulate import InitialStates, StepState, simulate
 
@@ -53,8 +54,6 @@ def calibrate_social_force(
     base: SocialForceParams | None = None,
 ) -> tuple[SocialForceParams, dict[tuple[float, float], float]]:
     """The (A, B) of the lowest MAE over the first `frames` frames of `window`; returns it and every grid MAE."""
-    from flowlab.crowd_sim.metrics import mae
-
     steps = min(frames, window.num_frames - 1)
     init = InitialStates.from_window(window)
     real = window.positions[: steps + 1]
@@ -64,4 +63,4 @@ def calibrate_social_force(
         traj = simulate(scene, init, window.destinations, steps, model=policy)
         scores[(params.A, params.B)] = mae(traj.positions[0], real, traj.mask)
     best = min(scores, key=scores.get)
-    return SocialForceParams(**{**(base or SocialForceParams()).__dict__, "A": best[0], "B": best[1]}), scores
+    return replace(base or SocialForceParams(), A=best[0], B=best[1]), scores

@@ -24,7 +24,7 @@ from flowlab.crowd_sim.data import SPLITS, Window, load_scene
 from flowlab.crowd_sim.envsocial import EnvSocialDiff, scene_categories
 from flowlab.crowd_sim.features import FeatureConfig
 from flowlab.crowd_sim.metrics import simulation_metrics
-from flowlab.crowd_sim.model import EnvSocialConfig
+from flowlab.crowd_sim.model import SIZES, EnvSocialConfig
 from flowlab.crowd_sim.physics import DestinationForce
 from flowlab.crowd_sim.predict import evaluate_prediction
 from flowlab.crowd_sim.simulate import InitialStates, simulate
@@ -58,9 +58,8 @@ def _load(ctx: BenchContext, scene_name: str):
         raise DataMissing(f"crowds data set not found: {err}") from err
 
 
-def _window(scene, split: str, frames: int | None) -> Window:
-    w = scene.windows[SPLITS[scene.name][split][0]]
-    return w if frames is None else w.subset(slice(0, frames + 1))
+def _window(scene, split: str) -> Window:
+    return scene.windows[SPLITS[scene.name][split][0]]
 
 
 def _rollout_metrics(traj, real: Window) -> dict[str, float]:
@@ -151,7 +150,7 @@ def _run(ctx: BenchContext, scene_name: str) -> BenchResult:
     cfg = ctx.config
     scene = _load(ctx, scene_name)
     with torch_threads(cfg.get("threads")):
-        test = _window(scene, "test", cfg.get("test_frames"))
+        test = _window(scene, "test")
         train_windows = [scene.windows[n] for n in SPLITS[scene.name]["train"]]
         dest_force = DestinationForce()
         sfm_params, _ = calibrate_social_force(scene, train_windows[0], dest_force, frames=cfg["sfm_frames"])
@@ -235,18 +234,6 @@ def _run_gc(ctx: BenchContext) -> BenchResult:
 
 
 _LABELS = {"full": "EnvSocial-Diff", "spdiff": "SPDiff-like", "SFM": "SFM", "ConstantVelocity": "constant velocity"}
-_QUICK_MODEL = {
-    "hist_hidden": 64,
-    "hist_dim": 32,
-    "social_hidden": 64,
-    "env_dim": 32,
-    "light_dim": 16,
-    "head_hidden": (128, 128),
-    "steps": 20,
-    "beta_start": 1e-3,
-    "beta_end": 0.35,
-}
-_FULL_MODEL = {"steps": 70, "beta_start": 1e-4, "beta_end": 0.1, "dropout": 0.1}
 _BASE = {
     "threads": 2,
     "sampler": "ddim",
@@ -261,17 +248,15 @@ _BASE = {
 }
 QUICK = {
     **_BASE,
-    "model": _QUICK_MODEL,
+    "model": SIZES["quick"],
     "train": {"epochs": 8, "batch_frames": 16, "finetune_steps": 40},
     "ablations": ("no_env",),
-    "test_frames": None,
 }
 FULL = {
     **_BASE,
-    "model": _FULL_MODEL,
+    "model": SIZES["full"],
     "train": {"epochs": 8, "batch_frames": 16, "finetune_steps": 200},
     "ablations": ("no_env", "obstacles", "ooi", "no_sim"),
-    "test_frames": None,
 }
 _DIRECTIONS = {
     "mae": "min",
@@ -285,27 +270,31 @@ _DIRECTIONS = {
     "speed_agent_steps_per_s": "max",
 }
 
+
+def _scenario(name: str, run, description: str) -> Scenario:
+    return Scenario(
+        name=name,
+        package="crowd-sim",
+        method="envsocial",
+        run=run,
+        variants={"quick": QUICK, "full": FULL},
+        directions=_DIRECTIONS,
+        tags=frozenset({"crowd", "simulation", "diffusion"}),
+        description=description,
+    )
+
+
 SCENARIOS = (
-    Scenario(
-        name="crowd.envsocial.ucy",
-        package="crowd-sim",
-        method="envsocial",
-        run=_run_ucy,
-        variants={"quick": QUICK, "full": FULL},
-        directions=_DIRECTIONS,
-        tags=frozenset({"crowd", "simulation", "diffusion"}),
-        description="UCY students03: train 0-108 s, simulate the 162-216 s window; SFM, constant velocity, SPDiff-like "
-        "and the no-environment ablation in the same run; prediction mode minADE20/minFDE20; 200x200 speed.",
+    _scenario(
+        "crowd.envsocial.ucy",
+        _run_ucy,
+        "UCY students03: train 0-108 s, simulate the 162-216 s window; SFM, constant velocity, SPDiff-like and the "
+        "no-environment ablation in the same run; prediction mode minADE20/minFDE20; 200x200 speed.",
     ),
-    Scenario(
-        name="crowd.envsocial.gc",
-        package="crowd-sim",
-        method="envsocial",
-        run=_run_gc,
-        variants={"quick": QUICK, "full": FULL},
-        directions=_DIRECTIONS,
-        tags=frozenset({"crowd", "simulation", "diffusion"}),
-        description="Grand Central: train 2104-2284 s, simulate 2344-2404 s; lighting from the scene image; baselines "
-        "and ablations as for UCY.",
+    _scenario(
+        "crowd.envsocial.gc",
+        _run_gc,
+        "Grand Central: train 2104-2284 s, simulate 2344-2404 s; lighting from the scene image; baselines and "
+        "ablations as for UCY.",
     ),
 )

@@ -13,15 +13,9 @@ import torch
 import typer
 
 from flowlab.crowd_sim.data import SCENES, SPLITS, load_scene
-from flowlab.crowd_sim.model import ABLATIONS
+from flowlab.crowd_sim.model import ABLATIONS, SIZES
 
 app = typer.Typer(help="EnvSocial-Diff crowd simulation: train, simulate, evaluate, render.")
-
-_SIZES = {
-    "quick": {"hist_hidden": 64, "hist_dim": 32, "social_hidden": 64, "env_dim": 32, "light_dim": 16,
-              "head_hidden": (128, 128), "steps": 20, "beta_start": 1e-3, "beta_end": 0.35},
-    "full": {"steps": 70, "beta_start": 1e-4, "beta_end": 0.1, "dropout": 0.1},
-}  # fmt: skip
 
 
 def _scene(name: str, data: Path | None, frame: str):
@@ -82,7 +76,7 @@ def train_cmd(
     from flowlab.crowd_sim.model import EnvSocialConfig
     from flowlab.crowd_sim.train import TrainConfig, calibrate, train, training_frames
 
-    if size not in _SIZES:
+    if size not in SIZES:
         raise typer.BadParameter(f"expected quick or full, got {size!r}", param_hint="--size")
     scene = _scene(scene_name, data, frame)
     try:
@@ -90,7 +84,7 @@ def train_cmd(
             ablation,
             categories=scene_categories(scene),
             features=FeatureConfig.from_constants(scene.constants),
-            **_SIZES[size],
+            **SIZES[size],
         )
         model = EnvSocialDiff(config, device=device)
         windows = [scene.windows[n] for n in SPLITS[scene.name]["train"]]

@@ -27,7 +27,7 @@ from torch import nn
 from flowlab.core.nets import MLP, EGNNLayer, TimeMLP
 from flowlab.crowd_sim.features import EDGE_DIM, ENV_DIM, LIGHT_DIM, NODE_DIM, FeatureConfig, StepInputs
 
-__all__ = ["ABLATIONS", "EnvSocialConfig", "EnvSocialDenoiser"]
+__all__ = ["ABLATIONS", "SIZES", "EnvSocialConfig", "EnvSocialDenoiser"]
 
 ABLATIONS = {
     "full": {"obstacles": True, "interests": True, "lighting": True, "similarity": True},
@@ -37,6 +37,23 @@ ABLATIONS = {
     "lighting": {"obstacles": True, "interests": True, "lighting": True, "similarity": True},
     "no_sim": {"obstacles": True, "interests": True, "lighting": True, "similarity": False},
     "spdiff": {"obstacles": False, "interests": False, "lighting": False, "similarity": False},
+}
+
+# Network widths and diffusion steps (EnvSocialConfig keyword overrides). quick: small widths, K = 20; full: the spec's
+# widths (the config defaults), K = 70. The linear betas are scaled so that the K-step chain reaches noise.
+SIZES = {
+    "quick": {
+        "hist_hidden": 64,
+        "hist_dim": 32,
+        "social_hidden": 64,
+        "env_dim": 32,
+        "light_dim": 16,
+        "head_hidden": (128, 128),
+        "steps": 20,
+        "beta_start": 1e-3,
+        "beta_end": 0.35,
+    },
+    "full": {"steps": 70, "beta_start": 1e-4, "beta_end": 0.1, "dropout": 0.1},
 }
 
 

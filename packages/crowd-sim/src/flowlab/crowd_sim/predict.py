@@ -60,6 +60,7 @@ def evaluate_prediction(
     stride: int = 20,
     frame_step: int = 5,
     known_destinations: bool = True,
+    lookahead: float = 8.0,
     generator: torch.Generator | None = None,
     device: torch.device | str = "cpu",
 ) -> dict[str, float]:
@@ -82,7 +83,7 @@ def evaluate_prediction(
         init = InitialStates.from_window(window, start=s, history=observe)
         exit_ = torch.where(present, window.last_frame, init.entry - 1)
         init = InitialStates(init.positions, init.velocities, init.history, init.entry, exit_)
-        dest = window.destinations if known_destinations else init.positions + 8.0 * init.velocities
+        dest = window.destinations if known_destinations else init.positions + lookahead * init.velocities
         traj = simulate(scene, init, dest, steps, model=model, start=s, replicas=k, generator=generator, device=device)
         preds.append(traj.positions[:, frame_step::frame_step, span].permute(0, 2, 1, 3).cpu())
         truths.append(window.positions[s + frame_step : s + steps + 1 : frame_step, span].permute(1, 0, 2))
