@@ -30,6 +30,7 @@ from flowlab.trust_ood.certificate.pde1d import (
 )
 from flowlab.trust_ood.certificate.regressors import CNN1d, FNO1d, predict, train_regressor
 from flowlab.trust_ood.certificate.score import (
+    SPACINGS,
     VARIANTS,
     CertificateResult,
     DensityModels,
@@ -44,6 +45,7 @@ from flowlab.trust_ood.certificate.score import (
 __all__ = [
     "EPS",
     "FAMILIES",
+    "SPACINGS",
     "VARIANTS",
     "CNN1d",
     "CertificateResult",

@@ -78,6 +78,7 @@ def _run(pde: str):
             result = evaluate_study(models, device=ctx.device, generator=ctx.generator)
             latency = measure_latency(models, device=ctx.device, generator=ctx.generator)
         metrics = _flatten(result.tables, "joint")
+        metrics.update({f"{fam}.psi_rel_l1_error": result.tables[fam]["joint"]["rel_l1_error"] for fam in OOD_FAMILIES})
         metrics.update(
             id_rel_l1_error=result.id_error,
             error_model_b=result.error_model.b,
@@ -98,11 +99,11 @@ def _run(pde: str):
     return run
 
 
-_QUICK = {"n": 32, "train_pairs": 600, "regressor_steps": 120, "score_steps": 450, "test_per_family": 64,
+_QUICK = {"n": 32, "train_pairs": 2000, "regressor_steps": 600, "score_steps": 1200, "test_per_family": 64,
           "calib": 32, "ode_steps": 12, "num_probes": 2, "sigma": 25.0}  # fmt: skip
 _FULL = {"n": 64, "train_pairs": 20000, "regressor_steps": 3000, "score_steps": 20000, "test_per_family": 1000,
          "calib": 32, "ode_steps": 50, "num_probes": 4, "sigma": 25.0, "score_channels": (32, 64),
-         "fno_modes": 16, "fno_width": 32, "batch_size": 128}  # fmt: skip
+         "fno_modes": 16, "regressor_width": 32, "batch_size": 128}  # fmt: skip
 
 _DIRECTIONS = {
     **{f"{f}.{k}": ("min" if k == "fpr" else "max") for f in OOD_FAMILIES for k in _KEYS},

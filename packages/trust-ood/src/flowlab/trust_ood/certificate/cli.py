@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -10,6 +11,7 @@ import typer
 
 from flowlab.trust_ood.certificate.evaluate import (
     METHODS,
+    REGRESSORS,
     StudyConfig,
     evaluate_study,
     load_study,
@@ -34,18 +36,19 @@ def train(
     pde: str = typer.Option("heat", help=f"one of {PDES}"),
     out: Path = typer.Option(..., help="folder for the trained models"),
     n: int = typer.Option(32, help="grid size"),
-    pairs: int = typer.Option(1000, help="training pairs"),
-    regressor_steps: int = typer.Option(250),
-    score_steps: int = typer.Option(1000),
+    pairs: int = typer.Option(2000, help="training pairs"),
+    regressor_steps: int = typer.Option(600),
+    score_steps: int = typer.Option(1200),
+    regressor: str = typer.Option("fno", help=f"Psi's backbone, one of {REGRESSORS}"),
     seed: int = typer.Option(0),
     device: str = typer.Option("cpu"),
 ) -> None:
-    """Train the regressor Psi (FNO) with its ensemble, and the joint and input-only score models."""
+    """Train the regressor Psi (FNO or CNN) with its ensemble, and the joint and input-only score models."""
     if pde not in PDES:
         _fail(f"--pde: expected one of {PDES}, got {pde!r}")
     try:
         cfg = StudyConfig(pde=pde, n=n, train_pairs=pairs, regressor_steps=regressor_steps, score_steps=score_steps,
-                          seed=seed, sigma=25.0)  # fmt: skip
+                          regressor=regressor, seed=seed, sigma=25.0)  # fmt: skip
         cfg.pde_config()
     except ValueError as err:
         _fail(str(err))
@@ -74,7 +77,7 @@ def certify(
         _fail(str(err))
     cfg = models.config
     dens = DensityModels(joint=models.joint, input=models.input)
-    opts = dict(variant=variant, steps=cfg.ode_steps, num_probes=cfg.num_probes)
+    opts = dict(variant=variant, steps=cfg.ode_steps, spacing=cfg.ode_spacing, num_probes=cfg.num_probes)
     g = torch.Generator().manual_seed(seed)
     xc, pc, _ = to_tensors(generate(cfg.pde_config(), "id", cfg.calib, seed=seed + 1000), models.param_scale, device)
     threshold = calibrate_threshold(certificate(dens, models.regressor, xc, pc, generator=g, **opts).score)
@@ -89,6 +92,8 @@ def certify(
 def evaluate(
     run: Path = typer.Option(..., help="folder written by `flowlab trust train`"),
     out: Path | None = typer.Option(None, help="write the tables as JSON here"),
+    per_family: int | None = typer.Option(None, help="test samples per family (default: the study's)"),
+    latency_batch: int = typer.Option(256, help="batch size of the latency measurement"),
     seed: int = typer.Option(1),
     device: str = typer.Option("cpu"),
 ) -> None:
@@ -97,9 +102,13 @@ def evaluate(
         models = load_study(run, device=device)
     except FileNotFoundError as err:
         _fail(str(err))
+    if per_family is not None:
+        if per_family < 2:
+            _fail(f"--per-family: expected at least 2 samples, got {per_family}")
+        models.config = replace(models.config, test_per_family=per_family)
     g = torch.Generator().manual_seed(seed)
     result = evaluate_study(models, device=device, generator=g)
-    latency = measure_latency(models, device=device, generator=g)
+    latency = measure_latency(models, batch=latency_batch, device=device, generator=g)
     for fam, table in result.tables.items():
         typer.echo(f"\n{fam}")
         typer.echo(f"  {'method':12s} auroc   acc     fpr     spearman")

@@ -17,8 +17,8 @@ from flowlab.trust_ood.certificate.baselines import ensemble_score, mc_dropout_s
 from flowlab.trust_ood.certificate.joint_model import JointScoreModel, train_score_model
 from flowlab.trust_ood.certificate.metrics import acc_fpr_at_threshold, auroc, pearson, relative_l1, spearman
 from flowlab.trust_ood.certificate.pde1d import FAMILIES, PDEConfig, PDEData, generate
-from flowlab.trust_ood.certificate.regressors import FNO1d, train_regressor
-from flowlab.trust_ood.certificate.score import DensityModels, ErrorModel, calibrate_threshold, certificate
+from flowlab.trust_ood.certificate.regressors import CNN1d, FNO1d, train_regressor
+from flowlab.trust_ood.certificate.score import SPACINGS, DensityModels, ErrorModel, calibrate_threshold, certificate
 
 __all__ = [
     "METHODS",
@@ -35,6 +35,8 @@ __all__ = [
 ]
 
 OOD_FAMILIES = tuple(f for f in FAMILIES if f != "id")
+#: the regressor backbones a study can train as Psi (and its ensemble)
+REGRESSORS = ("fno", "cnn")
 #: the scores compared in every table: ours first, then the baselines
 METHODS = ("joint", "input_only", "conditional", "mc_dropout", "ensemble", "score_norm")
 
@@ -55,15 +57,29 @@ class StudyConfig:
     sigma: float = 50.0
     batch_size: int = 64
     ode_steps: int = 16
+    ode_spacing: str = "log_sigma"
     ode_method: str = "rk4"
     num_probes: int = 2
     mc_passes: int = 20
     fno_modes: int = 8
-    fno_width: int = 16
+    regressor_width: int = 16
+    regressor: str = "fno"
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.regressor not in REGRESSORS:
+            raise ValueError(f"regressor: expected one of {REGRESSORS}, got {self.regressor!r}")
+        if self.ode_spacing not in SPACINGS:
+            raise ValueError(f"ode_spacing: expected one of {SPACINGS}, got {self.ode_spacing!r}")
 
     def pde_config(self) -> PDEConfig:
         return PDEConfig.default(self.pde, self.n)
+
+    def make_regressor(self) -> nn.Module:
+        """A fresh Psi: FNO1d(fno_modes, regressor_width, 3 layers) or CNN1d(regressor_width, 4 layers), dropout 0.1."""
+        if self.regressor == "cnn":
+            return CNN1d(width=self.regressor_width, layers=4, dropout=0.1)
+        return FNO1d(modes=self.fno_modes, width=self.regressor_width, layers=3, dropout=0.1)
 
 
 @dataclass
@@ -107,15 +123,14 @@ def train_study(config: StudyConfig, *, device, generator: torch.Generator, prog
     x, p, y = to_tensors(train, param_scale, device)
     timings: dict[str, float] = {}
 
-    def fno():
-        return FNO1d(modes=config.fno_modes, width=config.fno_width, layers=3, dropout=0.1)
-
     t0 = time.perf_counter()
     members = []
     for _ in range(config.ensemble_size):
         torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
-        members.append(train_regressor(fno(), x, p, y, steps=config.regressor_steps, batch_size=config.batch_size,
-                                       device=device, generator=generator, progress=progress))  # fmt: skip
+        member = train_regressor(config.make_regressor(), x, p, y, steps=config.regressor_steps,
+                                 batch_size=config.batch_size, device=device, generator=generator,
+                                 progress=progress)  # fmt: skip
+        members.append(member)
     timings["train_regressors_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -135,7 +150,7 @@ def train_study(config: StudyConfig, *, device, generator: torch.Generator, prog
 def _scores(models: StudyModels, x, p, *, generator) -> dict[str, torch.Tensor]:
     cfg = models.config
     dens = DensityModels(joint=models.joint, input=models.input)
-    opts = dict(steps=cfg.ode_steps, method=cfg.ode_method, num_probes=cfg.num_probes)
+    opts = dict(steps=cfg.ode_steps, spacing=cfg.ode_spacing, method=cfg.ode_method, num_probes=cfg.num_probes)
     g = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
     joint = certificate(dens, models.regressor, x, p, variant="x&y", generator=g, **opts)
     inp = certificate(dens, models.regressor, x, p, variant="x", generator=_copy(g), **opts)
@@ -205,7 +220,13 @@ def measure_latency(models: StudyModels, *, batch: int = 256, device, generator:
     data = generate(cfg.pde_config(), "id", batch, seed=cfg.seed + 99)
     x, p, _ = to_tensors(data, models.param_scale, device)
     dens = DensityModels(joint=models.joint)
-    opts = dict(steps=cfg.ode_steps, method=cfg.ode_method, num_probes=cfg.num_probes, generator=generator)
+    opts = dict(
+        steps=cfg.ode_steps,
+        spacing=cfg.ode_spacing,
+        method=cfg.ode_method,
+        num_probes=cfg.num_probes,
+        generator=generator,
+    )
     t0 = time.perf_counter()
     certificate(dens, models.regressor, x[:1], p[:1], **opts)
     one = time.perf_counter() - t0
@@ -253,10 +274,7 @@ def load_study(directory, *, device="cpu") -> StudyModels:
         module.load_state_dict(torch.load(src / name, map_location=device, weights_only=True))
         return module.to(device).eval()
 
-    members = [
-        load(FNO1d(modes=cfg.fno_modes, width=cfg.fno_width, layers=3, dropout=0.1), f"regressor_{i}.pt")
-        for i in range(cfg.ensemble_size)
-    ]
+    members = [load(cfg.make_regressor(), f"regressor_{i}.pt") for i in range(cfg.ensemble_size)]
     joint = load(JointScoreModel(2, cfg.n, sigma=cfg.sigma, net_channels=cfg.score_channels, time_dim=32), "joint.pt")
     inp = load(JointScoreModel(1, cfg.n, sigma=cfg.sigma, net_channels=cfg.score_channels, time_dim=32), "input.pt")
     return StudyModels(cfg, members[0], members, joint, inp, float(meta["param_scale"]), dict(meta["timings"]))

@@ -17,11 +17,14 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from flowlab.core import grids
 from flowlab.core.distributions import StandardNormal
 from flowlab.core.likelihood import log_likelihood
+from flowlab.core.schedules import Schedule
 from flowlab.trust_ood.certificate.joint_model import EPS, JointScoreModel
 
 __all__ = [
+    "SPACINGS",
     "VARIANTS",
     "CertificateResult",
     "DensityModels",
@@ -34,6 +37,7 @@ __all__ = [
 ]
 
 VARIANTS = ("x&y", "x", "y", "y|x", "x|y")
+SPACINGS = ("log_sigma", "tau")
 
 
 @dataclass(frozen=True)
@@ -67,13 +71,32 @@ def score_velocity(model: JointScoreModel) -> Callable[..., torch.Tensor]:
     return field
 
 
-def likelihood_grid(steps: int, *, eps: float = EPS, device=None, dtype=torch.float32) -> torch.Tensor:
-    """(steps + 1,) decreasing core times from 1 - eps to 0, uniform in paper time tau."""
+def likelihood_grid(
+    steps: int,
+    schedule: Schedule | None = None,
+    *,
+    spacing: str = "log_sigma",
+    eps: float = EPS,
+    device=None,
+    dtype=torch.float32,
+) -> torch.Tensor:
+    """(steps + 1,) decreasing core times from 1 - eps (tau = eps) to 0 (tau = 1).
+
+    spacing "log_sigma" (default; needs the `schedule`): equally spaced in log s(tau), the core's
+    `grids.logsnr_uniform` (alpha = 1 under VE). The integrand g^2 div s / 2 lives where s is small, and s(tau) ~
+    sqrt(tau) there, so a grid uniform in tau (spacing "tau") puts s from 0.003 to 0.3 into its first step."""
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps: expected a positive int, got {steps!r}")
     if not 0 < eps < 1:
         raise ValueError(f"eps: expected 0 < eps < 1, got {eps!r}")
-    return torch.linspace(1 - eps, 0.0, steps + 1, device=device, dtype=dtype)
+    if spacing == "tau":
+        return torch.linspace(1 - eps, 0.0, steps + 1, device=device, dtype=dtype)
+    if spacing != "log_sigma":
+        raise ValueError(f"spacing: expected one of {SPACINGS}, got {spacing!r}")
+    if schedule is None:
+        raise ValueError('schedule: spacing "log_sigma" needs the score model\'s schedule')
+    grid = grids.logsnr_uniform(steps, schedule, t_start=0.0, t_end=1 - eps, dtype=torch.float64).flip(0)
+    return grid.to(device=device, dtype=dtype)
 
 
 def field_log_likelihood(
@@ -81,18 +104,18 @@ def field_log_likelihood(
     z: torch.Tensor,
     *,
     prior_std: float,
-    steps: int = 50,
+    grid: torch.Tensor,
     method: str = "rk4",
     divergence: str = "hutchinson",
     num_probes: int = 2,
     generator: torch.Generator | None = None,
-    eps: float = EPS,
     batch_size: int = 512,
 ) -> tuple[torch.Tensor, int]:
-    """log p(z) in nats, z: (B, ...), of the flow `field` whose t=0 marginal is N(0, prior_std^2 I), in chunks of
-    `batch_size` samples (each chunk: samples x probes in one vectorised call). Returns (log_prob (B,), nfe)."""
+    """log p(z) in nats, z: (B, ...), of the flow `field` whose t=0 marginal is N(0, prior_std^2 I), integrated over
+    the decreasing core-time `grid` (see `likelihood_grid`), in chunks of `batch_size` samples (each chunk: samples x
+    probes in one vectorised call). Returns (log_prob (B,), nfe)."""
     source = StandardNormal(tuple(z.shape[1:]), scale=prior_std)
-    grid = likelihood_grid(steps, eps=eps, device=z.device, dtype=z.dtype)
+    grid = grid.to(device=z.device, dtype=z.dtype)
     out, nfe = [], 0
     with torch.no_grad():
         for chunk in z.split(batch_size):
@@ -103,14 +126,15 @@ def field_log_likelihood(
     return torch.cat(out), nfe
 
 
-def _model_log_prob(model, fields, *, steps, method, divergence, num_probes, generator, batch_size):
+def _model_log_prob(model, fields, *, steps, spacing, method, divergence, num_probes, generator, batch_size):
     model.check_fields(fields, "fields")
     was = model.training
     model.eval()
     try:
         prior_std = float(model.schedule(torch.zeros(1)).sigma)
+        grid = likelihood_grid(steps, model.schedule, spacing=spacing)
         logp, nfe = field_log_likelihood(
-            score_velocity(model), model.standardise(fields), prior_std=prior_std, steps=steps, method=method,
+            score_velocity(model), model.standardise(fields), prior_std=prior_std, grid=grid, method=method,
             divergence=divergence, num_probes=num_probes, generator=generator, batch_size=batch_size,
         )  # fmt: skip
     finally:
@@ -135,6 +159,7 @@ def certificate(
     *,
     variant: str = "x&y",
     steps: int = 50,
+    spacing: str = "log_sigma",
     method: str = "rk4",
     divergence: str = "hutchinson",
     num_probes: int = 2,
@@ -144,7 +169,8 @@ def certificate(
     """The certificate of `regressor`'s predictions on x: (B, 1, N) with task parameters param: (B,).
 
     variant: "x&y" joint log p(x, Psi(x)) (the method), "x" input-only, "y" output-only, "y|x" = joint - input,
-    "x|y" = joint - output; the score is per dimension of the scored part, in bits. Probes come from `generator`
+    "x|y" = joint - output; the score is per dimension of the scored part, in bits. The ODE takes `steps` steps of
+    `method` on the `spacing` grid (`likelihood_grid`). Probes come from `generator`
     (each component of a conditional variant draws from a copy of its state, so "y|x" equals "x&y" minus "x" called
     with the same seed). The ground truth never enters: the joint model scores Psi's prediction."""
     if variant not in VARIANTS:
@@ -178,7 +204,9 @@ def certificate(
     if not bool(torch.isfinite(prediction).all()):
         raise ValueError("regressor: returned NaN or inf values")
     fields = {"joint": torch.cat([x, prediction], dim=1), "input": x, "output": prediction}
-    opts = dict(steps=steps, method=method, divergence=divergence, num_probes=num_probes, batch_size=batch_size)
+    opts = dict(
+        steps=steps, spacing=spacing, method=method, divergence=divergence, num_probes=num_probes, batch_size=batch_size
+    )
     parts, nfe = {}, 0
     for name in need[variant]:
         parts[name], nfe = _model_log_prob(getattr(models, name), fields[name], generator=_fork(generator), **opts)
