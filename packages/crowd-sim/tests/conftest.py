@@ -71,3 +71,8 @@ def crossing() -> Window:
 @pytest.fixture
 def scene_factory():
     return make_scene
+
+
+@pytest.fixture
+def window_factory():
+    return crossing_window

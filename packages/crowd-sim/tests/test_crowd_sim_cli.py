@@ -55,6 +55,8 @@ def test_bad_invocations_name_the_problem(tmp_path):
         (["simulate", "--scene", "nowhere", "--baseline", "cv"], "unknown scene"),
         (["evaluate", str(tmp_path / "missing.pt")], "not found"),
         (["train", "--size", "huge"], "quick or full"),
+        (["train", "--inits", "0"], "--inits >= 1"),
+        (["train", "--inits", "2", "--ckpt-dir", str(tmp_path)], "1 with --ckpt-dir"),
     ]
     torch.save({"x": torch.zeros(1)}, tmp_path / "other.pt")
     cases.append((["render", str(tmp_path / "other.pt")], "not a rollout"))

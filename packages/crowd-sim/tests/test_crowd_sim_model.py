@@ -12,7 +12,7 @@ from flowlab.crowd_sim.envsocial import EnvSocialDiff, scene_categories
 from flowlab.crowd_sim.features import FeatureConfig
 from flowlab.crowd_sim.model import EnvSocialConfig
 from flowlab.crowd_sim.simulate import InitialStates, StepState, simulate
-from flowlab.crowd_sim.train import TrainConfig, calibrate, train, training_frames
+from flowlab.crowd_sim.train import TrainConfig, calibrate, train, train_best_of, training_frames, validation_mae
 
 SMALL = {
     "hist_hidden": 16,
@@ -179,6 +179,24 @@ def test_training_lowers_the_loss_and_rollouts_are_reproducible(scene, crossing,
         ).positions,
         a.positions,
     )
+
+
+def test_train_best_of_keeps_the_initialisation_with_the_lowest_validation_mae(scene_factory, window_factory):
+    train_w, val_w = window_factory(seed=0), window_factory(seed=1)
+    scene = scene_factory({"train": train_w, "val": val_w})
+    cfg = TrainConfig(epochs=2, batch_frames=16)
+
+    def build():
+        return EnvSocialDiff(EnvSocialConfig.ablation("full", categories=scene_categories(scene), **SMALL))
+
+    model, scores = train_best_of(build, scene, [train_w], val_w, cfg, seeds=[3, 4, 5], sample_steps=4,
+                                  progress=False)  # fmt: skip
+    assert len(scores) == 3 and len(set(scores)) == 3  # the initialisations differ
+    best = scores.index(min(scores))
+    # the kept model is the best candidate: its validation rollout (same seed) reproduces the minimum
+    assert validation_mae(model, scene, val_w, sample_steps=4, seed=[3, 4, 5][best]) == pytest.approx(min(scores))
+    with pytest.raises(ValueError, match="seeds"):
+        train_best_of(build, scene, [train_w], val_w, cfg, seeds=[])
 
 
 def test_bad_inputs_raise_clear_errors(scene, crossing, tmp_path):

@@ -28,7 +28,7 @@ from flowlab.crowd_sim.model import SIZES, EnvSocialConfig
 from flowlab.crowd_sim.physics import DestinationForce
 from flowlab.crowd_sim.predict import evaluate_prediction
 from flowlab.crowd_sim.simulate import InitialStates, simulate
-from flowlab.crowd_sim.train import TrainConfig, calibrate, train, training_frames
+from flowlab.crowd_sim.train import TrainConfig, calibrate, train_best_of, training_frames
 
 __all__ = ["SCENARIOS"]
 
@@ -155,30 +155,39 @@ def _run(ctx: BenchContext, scene_name: str) -> BenchResult:
         dest_force = DestinationForce()
         sfm_params, _ = calibrate_social_force(scene, train_windows[0], dest_force, frames=cfg["sfm_frames"])
         sfm = SocialForcePolicy(scene, sfm_params, dest_force)
+        val = _window(scene, "val")
         # one set of training inputs serves every ablation (the denoiser masks what a configuration turns off)
-        frames = None
+        probe = EnvSocialDiff(_model_config(scene, "full", cfg), destination_force=dest_force, device=ctx.device)
+        calibrate(probe, train_windows)
+        frames = training_frames(probe, scene, train_windows, stride=cfg["frame_stride"])
         ablations = ["full", "spdiff", *(a for a in cfg["ablations"] if scene.image is not None or a != "lighting")]
         metrics, trajs, models = {}, {}, {}
         for i, ablation in enumerate(ablations):
-            torch.manual_seed(ctx.seed * 1000 + i)  # the network's initialisation, independent of run order
-            model = EnvSocialDiff(_model_config(scene, ablation, cfg), destination_force=dest_force, device=ctx.device)
-            calibrate(model, train_windows)
-            if frames is None:
-                frames = training_frames(model, scene, train_windows, stride=cfg["frame_stride"])
-            gen = torch.Generator(ctx.device).manual_seed(ctx.seed * 1000 + i)
+            # initialisation seeds independent of run order; the best of `inits` by validation-window MAE is kept
+            seeds = [ctx.seed * 1000 + 10 * i + j for j in range(cfg["inits"])]
             with Timer(ctx.device) as tm:
-                train(
-                    model,
+                model, val_mae = train_best_of(
+                    lambda ab=ablation: EnvSocialDiff(
+                        _model_config(scene, ab, cfg), destination_force=dest_force, device=ctx.device
+                    ),
                     scene,
                     train_windows,
+                    val,
                     TrainConfig(**cfg["train"]),
-                    generator=gen,
-                    progress=False,
+                    seeds=seeds,
                     frames=frames,
+                    sampler=cfg["sampler"],
+                    sample_steps=cfg.get("sample_steps"),
+                    progress=False,
                 )
             policy = model.policy(scene, sampler=cfg["sampler"], sample_steps=cfg.get("sample_steps"))
             traj = _simulate(scene, test, policy, ctx, cfg["replicas"], 100 + i)
-            metrics[ablation] = {**_rollout_metrics(traj, test), "train_seconds": tm.seconds}
+            metrics[ablation] = {
+                **_rollout_metrics(traj, test),
+                "train_seconds": tm.seconds,
+                "val_mae_selected": min(val_mae),
+                "val_mae_worst": max(val_mae),
+            }
             trajs[ablation], models[ablation] = traj, model
         for label, policy in (("SFM", sfm), ("ConstantVelocity", constant_velocity)):
             trajs[label] = _simulate(scene, test, policy, ctx, 1, 200)
@@ -248,12 +257,14 @@ _BASE = {
 }
 QUICK = {
     **_BASE,
+    "inits": 2,
     "model": SIZES["quick"],
     "train": {"epochs": 8, "batch_frames": 16, "finetune_steps": 40},
     "ablations": ("no_env",),
 }
 FULL = {
     **_BASE,
+    "inits": 3,
     "model": SIZES["full"],
     "train": {"epochs": 8, "batch_frames": 16, "finetune_steps": 200},
     "ablations": ("no_env", "obstacles", "ooi", "no_sim"),

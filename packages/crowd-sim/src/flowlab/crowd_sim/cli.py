@@ -63,8 +63,11 @@ def train_cmd(
     epochs: int = typer.Option(10, "--epochs", help="teacher-forced epochs over the training windows"),
     finetune_steps: int = typer.Option(0, "--finetune-steps", help="multi-frame rollout fine-tuning steps"),
     frame_stride: int = typer.Option(1, "--frame-stride", help="train on every n-th recorded frame"),
+    inits: int = typer.Option(
+        1, "--inits", help="train this many initialisations and keep the best rollout of the validation window"
+    ),
     out: Path = typer.Option(Path("envsocial.pt"), "--out", help="model file to write"),
-    ckpt_dir: Path | None = typer.Option(None, "--ckpt-dir", help="training checkpoints (resumed when present)"),
+    ckpt_dir: Path | None = typer.Option(None, "--ckpt-dir", help="training checkpoints, resumed (--inits 1 only)"),
     data: Path | None = typer.Option(None, "--data", help="data root holding crowds/ (default $FLOWLAB_DATA)"),
     frame: str = typer.Option("published", "--frame", help="UCY coordinate frame: published | corrected"),
     seed: int = typer.Option(0, "--seed"),
@@ -74,10 +77,12 @@ def train_cmd(
     from flowlab.crowd_sim.envsocial import EnvSocialDiff, scene_categories
     from flowlab.crowd_sim.features import FeatureConfig
     from flowlab.crowd_sim.model import EnvSocialConfig
-    from flowlab.crowd_sim.train import TrainConfig, calibrate, train, training_frames
+    from flowlab.crowd_sim.train import TrainConfig, calibrate, train, train_best_of, training_frames
 
     if size not in SIZES:
         raise typer.BadParameter(f"expected quick or full, got {size!r}", param_hint="--size")
+    if inits < 1 or (inits > 1 and ckpt_dir is not None):
+        raise typer.BadParameter(f"expected --inits >= 1, and 1 with --ckpt-dir; got {inits}", param_hint="--inits")
     scene = _scene(scene_name, data, frame)
     try:
         config = EnvSocialConfig.ablation(
@@ -89,15 +94,18 @@ def train_cmd(
         model = EnvSocialDiff(config, device=device)
         windows = [scene.windows[n] for n in SPLITS[scene.name]["train"]]
         calibrate(model, windows)
-        train(
-            model,
-            scene,
-            windows,
-            TrainConfig(epochs=epochs, finetune_steps=finetune_steps),
-            generator=torch.Generator(device).manual_seed(seed),
-            ckpt_dir=ckpt_dir,
-            frames=training_frames(model, scene, windows, stride=frame_stride),
-        )
+        frames = training_frames(model, scene, windows, stride=frame_stride)
+        train_config = TrainConfig(epochs=epochs, finetune_steps=finetune_steps)
+        if inits == 1:
+            train(model, scene, windows, train_config, generator=torch.Generator(device).manual_seed(seed),
+                  ckpt_dir=ckpt_dir, frames=frames)  # fmt: skip
+        else:
+            val = scene.windows[SPLITS[scene.name]["val"][0]]
+            model, scores = train_best_of(
+                lambda: EnvSocialDiff(config, device=device), scene, windows, val, train_config,
+                seeds=[seed * 1000 + j for j in range(inits)], frames=frames,
+            )  # fmt: skip
+            typer.echo("validation MAE per initialisation: " + ", ".join(f"{v:.3f}" for v in scores))
     except ValueError as err:
         raise typer.BadParameter(str(err)) from err
     typer.echo(f"saved {ablation} model to {model.save(out)} (residual scale {model.scale:.3f} m/s^2)")

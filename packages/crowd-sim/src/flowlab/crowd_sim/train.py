@@ -15,7 +15,7 @@ the loss is weighted by `decay`^h. The official code's exact rollout target and 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -24,10 +24,11 @@ from flowlab.core.train import EMA, FitResult, fit
 from flowlab.crowd_sim.envsocial import EnvSocialDiff
 from flowlab.crowd_sim.features import StepInputs
 from flowlab.crowd_sim.geometry import to_ego
+from flowlab.crowd_sim.metrics import mae
 from flowlab.crowd_sim.physics import calibrate_destination_force
 from flowlab.crowd_sim.simulate import InitialStates, StepState, history_at, recorded_kinematics, simulate
 
-__all__ = ["TrainConfig", "calibrate", "train", "training_frames"]
+__all__ = ["TrainConfig", "calibrate", "train", "train_best_of", "training_frames", "validation_mae"]
 
 
 @dataclass(frozen=True)
@@ -228,6 +229,55 @@ def train(
     denoiser.load_state_dict(ema.shadow)  # keep the averaged weights
     denoiser.eval()
     return result
+
+
+def validation_mae(
+    model: EnvSocialDiff, scene, window, *, sampler: str = "ddim", sample_steps: int | None = 10, seed: int = 0
+) -> float:
+    """MAE (m) of one rollout of the whole `window` from its recorded entries and destinations."""
+    init = InitialStates.from_window(window)
+    gen = torch.Generator(model.device).manual_seed(seed)
+    policy = model.policy(scene, sampler=sampler, sample_steps=sample_steps)
+    with torch.no_grad():
+        traj = simulate(scene, init, window.destinations, window.num_frames - 1, model=policy, generator=gen,
+                        device=model.device)  # fmt: skip
+    return mae(traj.positions[0].cpu(), window.positions, window.mask)
+
+
+def train_best_of(
+    build: Callable[[], EnvSocialDiff],
+    scene,
+    windows: Sequence,
+    validation,
+    config: TrainConfig,
+    *,
+    seeds: Sequence[int],
+    frames: list[FrameBatch] | None = None,
+    sampler: str = "ddim",
+    sample_steps: int | None = 10,
+    progress: bool = True,
+) -> tuple[EnvSocialDiff, list[float]]:
+    """Model selection over network initialisations: for each seed, `build()` a model under `torch.manual_seed(seed)`,
+    calibrate and `train` it (generator seeded alike), and score it by `validation_mae` on the `validation` window
+    (never the test window). Returns the model with the lowest validation MAE and every candidate's MAE.
+
+    Rollout errors over a whole window differ between initialisations by more than between model variants (GC test
+    MAE 1.57 to 2.32 m over three seeds of the same model), and the validation MAE ranks them as the test MAE does."""
+    if not seeds:
+        raise ValueError("seeds: expected at least one initialisation seed")
+    best, scores = None, []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        model = build()
+        calibrate(model, windows)
+        if frames is None and config.epochs:
+            frames = training_frames(model, scene, windows)
+        gen = torch.Generator(model.device).manual_seed(seed)
+        train(model, scene, windows, config, generator=gen, progress=progress, frames=frames)
+        scores.append(validation_mae(model, scene, validation, sampler=sampler, sample_steps=sample_steps, seed=seed))
+        if scores[-1] == min(scores):
+            best = model
+    return best, scores
 
 
 class _Rollouts:
