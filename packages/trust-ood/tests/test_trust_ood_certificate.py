@@ -192,15 +192,6 @@ def test_error_model_recovers_an_exponential_law():
         ErrorModel.fit(c, -torch.ones(50, dtype=torch.float64))
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny networks on a shared 2-core machine: one intra-op thread avoids oversubscription."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def test_score_model_training_lowers_the_denoising_loss_and_likelihood_prefers_data(one_thread):
     """A tiny joint model on y = -x fields: after 100 steps real pairs get a higher certificate than pairs with the
     sign of y flipped (a shift that leaves both marginals unchanged)."""

@@ -13,10 +13,10 @@ from flowlab.trust_ood.certificate.regressors import CNN1d
 runner = CliRunner()
 
 
-def test_train_certify_evaluate_round_trip(tmp_path):
+def test_train_certify_evaluate_round_trip(tmp_path, one_thread):
     run = tmp_path / "run"
     res = runner.invoke(app, ["train", "--out", str(run), "--pairs", "64", "--regressor-steps", "3",
-                              "--score-steps", "3", "--regressor", "cnn"])  # fmt: skip
+                              "--score-steps", "3", "--regressor", "cnn", "--ode-steps", "2"])  # fmt: skip
     assert res.exit_code == 0, res.output
     models = load_study(run)
     assert isinstance(models.regressor, CNN1d) and len(models.ensemble) == 5
@@ -38,6 +38,8 @@ def test_bad_options_and_missing_runs_fail_clearly(tmp_path):
     assert res.exit_code == 2 and "--pde" in res.output
     res = runner.invoke(app, ["train", "--out", str(tmp_path), "--regressor", "mlp"])
     assert res.exit_code == 2 and "regressor" in res.output
+    res = runner.invoke(app, ["train", "--out", str(tmp_path), "--ode-steps", "0"])
+    assert res.exit_code == 2 and "ode_steps" in res.output
     res = runner.invoke(app, ["certify", "--run", str(tmp_path / "nothing")])
     assert res.exit_code == 2 and "config.json missing" in res.output
     res = runner.invoke(app, ["certify", "--run", str(tmp_path), "--variant", "y"])

@@ -40,6 +40,7 @@ def train(
     regressor_steps: int = typer.Option(600),
     score_steps: int = typer.Option(1200),
     regressor: str = typer.Option("fno", help=f"Psi's backbone, one of {REGRESSORS}"),
+    ode_steps: int = typer.Option(12, help="rk4 steps of the likelihood ODE (log-sigma grid) when certifying"),
     seed: int = typer.Option(0),
     device: str = typer.Option("cpu"),
 ) -> None:
@@ -48,7 +49,7 @@ def train(
         _fail(f"--pde: expected one of {PDES}, got {pde!r}")
     try:
         cfg = StudyConfig(pde=pde, n=n, train_pairs=pairs, regressor_steps=regressor_steps, score_steps=score_steps,
-                          regressor=regressor, seed=seed, sigma=25.0)  # fmt: skip
+                          regressor=regressor, ode_steps=ode_steps, seed=seed, sigma=25.0)  # fmt: skip
         cfg.pde_config()
     except ValueError as err:
         _fail(str(err))

@@ -69,6 +69,8 @@ class StudyConfig:
     def __post_init__(self) -> None:
         if self.regressor not in REGRESSORS:
             raise ValueError(f"regressor: expected one of {REGRESSORS}, got {self.regressor!r}")
+        if not isinstance(self.ode_steps, int) or self.ode_steps < 1:
+            raise ValueError(f"ode_steps: expected a positive int, got {self.ode_steps!r}")
         if self.ode_spacing not in SPACINGS:
             raise ValueError(f"ode_spacing: expected one of {SPACINGS}, got {self.ode_spacing!r}")
 
