@@ -4,13 +4,15 @@ and digits-FD, and the attack kit (reused by every vision method)."""
 from flowlab.vision_gen.kit.attacks import ATTACKS, SMALL_SUITE, apply_suite, compose, parse_attack
 from flowlab.vision_gen.kit.data import ImageSet, digits_split_indices, from_unit, load_digits_images, to_unit
 from flowlab.vision_gen.kit.metrics import DigitsFeatureNet, classifier_scores, digits_fd, digits_feature_net
-from flowlab.vision_gen.kit.nets import UNetField, tiny_unet
+from flowlab.vision_gen.kit.nets import DiTField, UNetField, tiny_dit, tiny_unet
 from flowlab.vision_gen.kit.sampling import generate, invert_to_noise, time_grid
-from flowlab.vision_gen.kit.train import cache_dir, epsilon_loss, train_digits_denoiser
+from flowlab.vision_gen.kit.train import ARCHS, cache_dir, epsilon_loss, train_digits_denoiser
 
 __all__ = [
+    "ARCHS",
     "ATTACKS",
     "SMALL_SUITE",
+    "DiTField",
     "DigitsFeatureNet",
     "ImageSet",
     "UNetField",
@@ -28,6 +30,7 @@ __all__ = [
     "load_digits_images",
     "parse_attack",
     "time_grid",
+    "tiny_dit",
     "tiny_unet",
     "to_unit",
     "train_digits_denoiser",

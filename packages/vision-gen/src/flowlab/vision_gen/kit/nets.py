@@ -1,14 +1,17 @@
-"""Tiny denoisers: a diffusers `UNet2DModel` built from a config, wrapped into the core model protocol."""
+"""Tiny denoisers in the core model protocol: a diffusers `UNet2DModel` built from a config (`UNetField`) and the
+core's patch DiT (`DiTField`). Both take `forward(x=(B, C, H, W), t=(B,) core time)` and carry `schedule` and
+`prediction`, so the kit's training, sampling and inversion treat them alike."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
 
+from flowlab.core.nets import DiT
 from flowlab.core.schedules import DiscreteVP
 from flowlab.core.typing import Prediction
 
-__all__ = ["UNetField", "tiny_unet"]
+__all__ = ["DiTField", "UNetField", "tiny_dit", "tiny_unet"]
 
 
 def tiny_unet(
@@ -53,3 +56,25 @@ class UNetField(nn.Module):
     def forward(self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
         timestep = self.schedule.timestep_of(t.to(torch.float64)).to(x.dtype)
         return self.unet(x, timestep, class_labels=y).sample
+
+
+def tiny_dit(
+    image_size: int, in_channels: int = 1, *, patch: int = 2, dim: int = 64, depth: int = 4, heads: int = 4
+) -> DiT:
+    """A small core DiT (patch `patch`, width `dim`, `depth` adaLN-Zero blocks), random weights."""
+    return DiT(image_size, patch, in_channels, dim, depth, heads)
+
+
+class DiTField(nn.Module):
+    """A core DiT as a kit denoiser: forward(x=(B,C,H,W), t=(B,) core time, y=None) -> net(x=x, t=t).
+
+    The DiT embeds core time directly (sinusoids of 1000 t, the diffusers timestep scale); it is unconditional."""
+
+    def __init__(self, net: DiT, *, schedule: DiscreteVP, prediction: Prediction = Prediction.EPSILON):
+        super().__init__()
+        self.net, self.schedule, self.prediction = net, schedule, Prediction.parse(prediction)
+
+    def forward(self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
+        if y is not None:
+            raise ValueError("y: DiTField is unconditional; class labels need the UNet (num_classes)")
+        return self.net(x=x, t=t)

@@ -11,9 +11,12 @@ import torch
 
 from flowlab.core.schedules import DiscreteVP
 from flowlab.core.train import EMA, fit
-from flowlab.vision_gen.kit.nets import UNetField, tiny_unet
+from flowlab.vision_gen.kit.nets import DiTField, UNetField, tiny_dit, tiny_unet
 
-__all__ = ["cache_dir", "epsilon_loss", "train_digits_denoiser"]
+__all__ = ["ARCHS", "cache_dir", "epsilon_loss", "train_digits_denoiser"]
+
+#: the denoiser backbones `train_digits_denoiser` builds
+ARCHS = ("unet", "dit")
 
 
 def cache_dir() -> Path:
@@ -21,7 +24,7 @@ def cache_dir() -> Path:
     return Path(os.environ.get("FLOWLAB_CACHE", Path.home() / ".cache" / "flowlab"))
 
 
-def epsilon_loss(model: UNetField, batch: torch.Tensor, generator: torch.Generator):
+def epsilon_loss(model: UNetField | DiTField, batch: torch.Tensor, generator: torch.Generator):
     """DDPM loss: k ~ U{0..K-1}, x_t = alpha x + sigma eps at t = time_of(k), MSE of the predicted eps."""
     x = batch
     k = torch.randint(0, model.schedule.num_steps, (x.shape[0],), generator=generator).to(x.device)
@@ -42,28 +45,35 @@ def train_digits_denoiser(
     lr: float = 2e-3,
     seed: int = 0,
     base_channels: int = 32,
+    arch: str = "unet",
     device: torch.device | str = "cpu",
     use_cache: bool = True,
     progress: bool = False,
-) -> UNetField:
-    """An epsilon-prediction tiny UNet on `images` (N, 1, S, S) in [-1, 1] with DiscreteVP.linear(); EMA weights.
+) -> UNetField | DiTField:
+    """An epsilon-prediction tiny denoiser on `images` (N, C, S, S) in [-1, 1] with DiscreteVP.linear(); EMA weights.
 
+    arch "unet": `tiny_unet` with `base_channels`; "dit": `tiny_dit` (patch 2, width 2 base_channels, depth 4).
     Trained weights are cached under cache_dir()/denoisers keyed by the data, the settings and the torch version.
     """
+    if arch not in ARCHS:
+        raise ValueError(f"arch: expected one of {ARCHS}, got {arch!r}")
     schedule = DiscreteVP.linear()
-    size = images.shape[-1]
-    field = UNetField(tiny_unet(size, images.shape[1], base_channels=base_channels), schedule=schedule)
-    key = hashlib.sha256(
-        json.dumps([steps, batch_size, lr, seed, base_channels, torch.__version__, list(images.shape)]).encode()
-        + images.cpu().numpy().tobytes()
-    ).hexdigest()[:16]
-    path = cache_dir() / "denoisers" / f"digits{size}_{key}.pt"
+    size, channels = images.shape[-1], images.shape[1]
+
+    def build() -> UNetField | DiTField:
+        if arch == "dit":
+            return DiTField(tiny_dit(size, channels, dim=2 * base_channels), schedule=schedule)
+        return UNetField(tiny_unet(size, channels, base_channels=base_channels), schedule=schedule)
+
+    settings = [steps, batch_size, lr, seed, base_channels, arch, torch.__version__, list(images.shape)]
+    key = hashlib.sha256(json.dumps(settings).encode() + images.cpu().numpy().tobytes()).hexdigest()[:16]
+    path = cache_dir() / "denoisers" / f"digits{size}_{arch}_{key}.pt"
     if use_cache and path.is_file():
-        field.unet.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        field = build()
+        field.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
         return field.to(device).eval()
     torch.manual_seed(seed)
-    field.unet = tiny_unet(size, images.shape[1], base_channels=base_channels)
-    field = field.to(device)
+    field = build().to(device)
     data = images.to(device)
     gen = torch.Generator().manual_seed(seed)
 
@@ -88,8 +98,8 @@ def train_digits_denoiser(
         log_every=max(1, steps // 10),
     )
     with ema.swap():
-        state = {k: v.detach().cpu().clone() for k, v in field.unet.state_dict().items()}
-    field.unet.load_state_dict(state)
+        state = {k: v.detach().cpu().clone() for k, v in field.state_dict().items()}
+    field.load_state_dict(state)
     if use_cache:
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save(state, path)
