@@ -2,8 +2,9 @@
 model, so `sample_diffusion` / `invert` and the watermarks run on it; latents written by a FlowLab watermark are
 accepted by any diffusers pipeline through `latents=`; diffusers' `DDIMInverseScheduler` is an alternative inversion.
 
-Note: `StableDiffusionPipeline` needs the `transformers` package (CLIP text encoder), which is not installed in this
-workspace; the pieces below work on bare UNets / VAEs and the scheduler classes.
+A whole `StableDiffusionPipeline` (CLIP text encoder from `transformers`) works the same way: pass the watermarked
+latents as `latents=`, and build the core model from `pipe.unet`, `pipe.scheduler` and `pipe.encode_prompt(...)`
+(tested on a tiny pipeline built from configs, saved and loaded back offline).
 """
 
 from __future__ import annotations
