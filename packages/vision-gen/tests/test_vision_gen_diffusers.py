@@ -5,44 +5,15 @@ FlowLab DDIM on `DiffusersDenoiser` -> VAE decode/encode -> diffusers `DDIMInver
 from __future__ import annotations
 
 import torch
-from diffusers import AutoencoderKL, DDIMScheduler, UNet2DConditionModel
 
 from flowlab.vision_gen.diffusers_compat import DiffusersDenoiser, invert_with_diffusers
 from flowlab.vision_gen.kit.sampling import generate, invert_to_noise
 from flowlab.vision_gen.watermark import SphericalConfig, SphericalWatermark
 
 
-def test_watermark_through_tiny_diffusers_unet_and_vae():
+def test_watermark_through_tiny_diffusers_unet_and_vae(tiny_sd_parts):
     torch.manual_seed(0)
-    unet = UNet2DConditionModel(
-        sample_size=8,
-        in_channels=4,
-        out_channels=4,
-        block_out_channels=(4, 8),
-        layers_per_block=1,
-        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-        up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-        cross_attention_dim=8,
-        norm_num_groups=2,
-        attention_head_dim=2,
-    ).eval()
-    vae = AutoencoderKL(
-        block_out_channels=(4, 8),
-        latent_channels=4,
-        norm_num_groups=2,
-        in_channels=3,
-        out_channels=3,
-        down_block_types=("DownEncoderBlock2D",) * 2,
-        up_block_types=("UpDecoderBlock2D",) * 2,
-    ).eval()
-    sched = DDIMScheduler(
-        beta_schedule="scaled_linear",
-        beta_start=0.00085,
-        beta_end=0.012,
-        set_alpha_to_one=False,
-        timestep_spacing="trailing",
-        clip_sample=False,
-    )
+    unet, vae, sched = tiny_sd_parts
     empty = torch.zeros(1, 4, 8)
     field = DiffusersDenoiser(unet, sched, prompt_embeds=empty)
     wm = SphericalWatermark.from_seed(SphericalConfig.for_latent((4, 8, 8), 16, 7, block_size=16), 0)

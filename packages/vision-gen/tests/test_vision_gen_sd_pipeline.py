@@ -13,8 +13,8 @@ from flowlab.vision_gen.kit.sampling import generate, invert_to_noise
 from flowlab.vision_gen.watermark import SphericalConfig, SphericalWatermark
 
 
-def _tiny_pipeline(folder):
-    from diffusers import AutoencoderKL, DDIMScheduler, StableDiffusionPipeline, UNet2DConditionModel
+def _tiny_pipeline(folder, parts):
+    from diffusers import StableDiffusionPipeline
     from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
 
     letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
@@ -29,19 +29,7 @@ def _tiny_pipeline(folder):
         vocab_size=len(vocab), hidden_size=8, intermediate_size=16, num_attention_heads=2, num_hidden_layers=1,
         max_position_embeddings=8, projection_dim=8, pad_token_id=special["eos_token_id"], **special,
     ))  # fmt: skip
-    unet = UNet2DConditionModel(
-        sample_size=8, in_channels=4, out_channels=4, block_out_channels=(4, 8), layers_per_block=1,
-        down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"), up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-        cross_attention_dim=8, norm_num_groups=2, attention_head_dim=2,
-    )  # fmt: skip
-    vae = AutoencoderKL(
-        block_out_channels=(4, 8), latent_channels=4, norm_num_groups=2, in_channels=3, out_channels=3,
-        down_block_types=("DownEncoderBlock2D",) * 2, up_block_types=("UpDecoderBlock2D",) * 2,
-    )  # fmt: skip
-    scheduler = DDIMScheduler(
-        beta_schedule="scaled_linear", beta_start=0.00085, beta_end=0.012, set_alpha_to_one=False,
-        timestep_spacing="trailing", clip_sample=False,
-    )  # fmt: skip
+    unet, vae, scheduler = parts
     pipe = StableDiffusionPipeline(
         vae=vae, text_encoder=text, tokenizer=tokenizer, unet=unet, scheduler=scheduler, safety_checker=None,
         feature_extractor=None, requires_safety_checker=False,
@@ -50,9 +38,9 @@ def _tiny_pipeline(folder):
     return StableDiffusionPipeline.from_pretrained(folder / "pipeline", local_files_only=True, safety_checker=None)
 
 
-def test_stable_diffusion_pipeline_embed_generate_invert_extract(tmp_path):
+def test_stable_diffusion_pipeline_embed_generate_invert_extract(tmp_path, tiny_sd_parts):
     torch.manual_seed(0)
-    pipe = _tiny_pipeline(tmp_path)
+    pipe = _tiny_pipeline(tmp_path, tiny_sd_parts)
     pipe.set_progress_bar_config(disable=True)
     wm = SphericalWatermark.from_seed(SphericalConfig.for_latent((4, 8, 8), 16, 7, block_size=16), 0)
     m = torch.randint(0, 2, (2, 16), generator=torch.Generator().manual_seed(1))
