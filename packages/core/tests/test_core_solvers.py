@@ -285,6 +285,28 @@ def test_sde_without_noise_is_euler_and_per_sample_generators_are_independent():
     assert not torch.allclose(full, solve_ode(problem.velocity, x0, grid, method="euler"))
 
 
+def test_sde_noise_projection_keeps_the_centre_of_mass_and_the_in_subspace_variance():
+    """Brownian motion of 5 particles in 3-D with centre-of-mass-free increments: the centre of mass never moves, and
+    each coordinate's variance after time 1 is (N - 1) / N (the projection removes one of N directions per axis)."""
+    n_atoms, batch = 5, 4000
+
+    def mean_free(z):
+        z = z.view(z.shape[0], n_atoms, 3)
+        return (z - z.mean(1, keepdim=True)).view(z.shape[0], -1)
+
+    x0 = torch.randn(batch, 3 * n_atoms, generator=torch.Generator().manual_seed(0), dtype=F64)
+    zero = lambda x, t: torch.zeros_like(x)  # noqa: E731
+    x1 = solve_sde(zero, 1.0, x0, grids.uniform(20, dtype=F64), generator=torch.Generator().manual_seed(1),
+                   noise_projection=mean_free)  # fmt: skip
+    com = lambda x: x.view(batch, n_atoms, 3).mean(1)  # noqa: E731
+    torch.testing.assert_close(com(x1), com(x0))
+    var = (x1 - x0).var(0)
+    # 5 standard errors of a variance estimate from 4000 samples: 5 sqrt(2 / 4000) (N - 1) / N
+    assert float((var - 0.8).abs().max()) < 5 * (2 / batch) ** 0.5 * 0.8 + 0.01
+    with pytest.raises(ValueError, match="noise_projection"):
+        solve_sde(zero, 1.0, x0, grids.uniform(2, dtype=F64), noise_projection="mean_free")
+
+
 # ---------------------------------------------------------------- EDM
 
 

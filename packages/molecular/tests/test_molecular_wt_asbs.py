@@ -253,7 +253,10 @@ def test_corrector_target_is_the_base_transition_score():
     torch.testing.assert_close((x0 - x1.detach()) / noise.total, score)
 
 
-def test_mean_free_source_keeps_the_centre_of_mass_at_zero():
+def test_molecular_sampling_keeps_the_centre_of_mass_of_the_source():
+    """Source noise, SDE increments and the controlled drift carry no centre-of-mass component for molecules: with a
+    random (non-zero) controller, samples keep the source's centre of mass exactly."""
+
     class Harmonic:
         dim, kT, n_evals = 12, 1.0, 0
 
@@ -263,6 +266,11 @@ def test_mean_free_source_keeps_the_centre_of_mass_at_zero():
     model = ASBS(Harmonic(), EDMNoise(1.0, 0.01), ASBSConfig(), source_std=1.0, atom_dim=3, dtype=torch.float64)
     x0 = model._source(100, torch.Generator().manual_seed(8))
     assert float(x0.view(100, 4, 3).mean(1).abs().max()) < 1e-6
+    for p in model.controller.parameters():
+        torch.nn.init.normal_(p, std=0.5)
+    x0, x1 = model.sample(100, generator=torch.Generator().manual_seed(9))
+    assert float((x1 - x0).abs().max()) > 0.1  # the samples moved
+    assert float(x1.view(100, 4, 3).mean(1).abs().max()) < 1e-6
 
 
 # --- toy energies ---------------------------------------------------------------------------------------

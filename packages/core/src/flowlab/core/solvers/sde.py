@@ -40,17 +40,20 @@ def solve_sde(
     grid: torch.Tensor,
     *,
     generator: Generators = None,
+    noise_projection: Callable[[torch.Tensor], torch.Tensor] | None = None,
     return_trajectory: bool = False,
     callback: Callable[[StepInfo], Any] | None = None,
     **cond: Any,
 ) -> torch.Tensor | Trajectory:
-    """Euler-Maruyama: x <- x + f(x, t) h + g(t) sqrt(|h|) z, z ~ N(0, I), over the grid.
+    """Euler-Maruyama: x <- x + f(x, t) h + g(t) sqrt(|h|) P z, z ~ N(0, I), over the grid.
 
     drift: called as `drift(x=x, t=t, **cond)` with `x: (B, ...)`, `t: (B,)`, in the direction the grid runs
     (h = t_next - t may be negative); diffusion: g as a number or a callable g(t) -> (B,) or x-shaped;
     x_init: (B, ...); grid: (N + 1,) strictly monotone in [0, 1]; generator: one generator, or one per sample
-    (sample i then depends only on its own generator). Every step, the last included, adds noise.
-    Returns the final state or, with `return_trajectory=True`, a `Trajectory`.
+    (sample i then depends only on its own generator); noise_projection: P, a linear map applied to every Gaussian
+    increment, so the noise lives on a subspace (e.g. zero centre of mass for molecules); None is the identity.
+    Every step, the last included, adds noise. Returns the final state or, with `return_trajectory=True`, a
+    `Trajectory`.
     """
     if not callable(drift):
         raise ValueError(f"drift: expected a callable drift(x=..., t=...), got {type(drift).__name__}")
@@ -58,12 +61,16 @@ def solve_sde(
     check_tensor(x_init, "x_init")
     check_grid(grid, "grid")
     check_callback(callback)
+    if noise_projection is not None and not callable(noise_projection):
+        raise ValueError(f"noise_projection: expected a callable or None, got {type(noise_projection).__name__}")
     times = batched_times(grid, x_init)
     shape, device, dtype = x_init.shape, x_init.device, x_init.dtype
 
     def step(i, x, t, t_next):
         dt = t_next - t
         noise = randn(shape, generator=generator, device=device, dtype=dtype)
+        if noise_projection is not None:
+            noise = noise_projection(noise)
         g = _diffusion_at(diffusion, t, x)
         x = torch.addcmul(x, expand_like(dt, x), drift(x=x, t=t, **cond))
         return torch.addcmul(x, g * expand_like(dt.abs().sqrt(), x), noise)

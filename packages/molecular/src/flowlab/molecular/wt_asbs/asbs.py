@@ -112,7 +112,8 @@ class ASBS:
     """ASBS(potential, noise, config, ...) ; `.train()`, `.sample(n)`; WT-ASBS when `bias` and `cvs` are given.
 
     source_std: std of the Gaussian source around source_mean ((D,) or None for 0); atom_dim: 3 for molecules
-    (per-atom force clipping and mean-free source), D for toys.
+    (per-atom force clipping; source noise, bridge noise, SDE increments and the controlled drift all without a
+    centre-of-mass component, so a molecule's centre of mass stays where the source put it), D for toys.
     """
 
     def __init__(
@@ -157,23 +158,33 @@ class ASBS:
         self.log = TrainLog()
 
     # sampling -----------------------------------------------------------------------------------------
+    @property
+    def molecular(self) -> bool:
+        """Several 3-D atoms: noise and drift are kept free of a centre-of-mass component."""
+        return self.atom_dim == 3 and self.dim > 3
+
+    def _mean_free(self, z: torch.Tensor) -> torch.Tensor:
+        """z: (B, D) -> z minus its per-sample mean over atoms (molecules); unchanged for toys."""
+        if not self.molecular:
+            return z
+        atoms = z.view(len(z), -1, 3)
+        return (atoms - atoms.mean(1, keepdim=True)).view(z.shape)
+
     def _drift(self, *, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         g = self.noise.g(t)[:, None]
-        return g * g * self.controller(x=x, t=t)
+        return g * g * self._mean_free(self.controller(x=x, t=t))
 
     def _source(self, n: int, generator: torch.Generator) -> torch.Tensor:
         z = torch.randn(n, self.dim, generator=generator, device=self.device, dtype=self.dtype)
-        if self.atom_dim == 3 and self.dim > 3:  # mean-free source noise
-            z = z.view(n, -1, 3)
-            z = (z - z.mean(1, keepdim=True)).view(n, self.dim)
-        return self.source_mean + self.source_std * z
+        return self.source_mean + self.source_std * self._mean_free(z)
 
     @torch.no_grad()
     def sample(self, n: int, *, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Draw n samples from the current controlled SDE: (X_0, X_1), each (n, D)."""
         gen = generator if generator is not None else self.generator
         x0 = self._source(n, gen)
-        x1 = solve_sde(self._drift, self.noise.g, x0, uniform(self.config.sde_steps).to(self.device), generator=gen)
+        grid = uniform(self.config.sde_steps).to(self.device)
+        x1 = solve_sde(self._drift, self.noise.g, x0, grid, generator=gen, noise_projection=self._mean_free)
         return x0, x1
 
     def total_grad(self, x: torch.Tensor, grad_e: torch.Tensor | None = None) -> torch.Tensor:
@@ -221,10 +232,7 @@ class ASBS:
         forward-mode derivative (the time derivative is not needed here).
         """
         r = (self.noise.variance(t) / self.noise.total)[:, None]
-        z = torch.randn(x1.shape, generator=self.generator, device=x1.device, dtype=x1.dtype)
-        if self.atom_dim == 3 and self.dim > 3:
-            z = z.view(len(z), -1, 3)
-            z = (z - z.mean(1, keepdim=True)).view(x1.shape)
+        z = self._mean_free(torch.randn(x1.shape, generator=self.generator, device=x1.device, dtype=x1.dtype))
         return (1 - r) * x0 + r * x1 + (r * (1 - r) * self.noise.total).clamp_min(0).sqrt() * z
 
     def train(self) -> TrainLog:
