@@ -10,7 +10,7 @@ import torch
 
 from flowlab.crowd_sim.metrics import mae
 from flowlab.crowd_sim.physics import DestinationForce, SocialForceParams, social_force, sweep_grid
-from flowlab.crowd_sim.simulate import InitialStates, StepState, simulate
+from flowlab.crowd_sim.simulate import StepState, simulate_window
 
 __all__ = ["SocialForcePolicy", "calibrate_social_force", "constant_velocity"]
 
@@ -54,13 +54,10 @@ def calibrate_social_force(
     base: SocialForceParams | None = None,
 ) -> tuple[SocialForceParams, dict[tuple[float, float], float]]:
     """The (A, B) of the lowest MAE over the first `frames` frames of `window`; returns it and every grid MAE."""
-    steps = min(frames, window.num_frames - 1)
-    init = InitialStates.from_window(window)
-    real = window.positions[: steps + 1]
     scores = {}
     for params in sweep_grid(base or SocialForceParams(), A, B):
-        policy = SocialForcePolicy(scene, params, destination_force)
-        traj = simulate(scene, init, window.destinations, steps, model=policy)
+        traj = simulate_window(scene, window, SocialForcePolicy(scene, params, destination_force), steps=frames)
+        real = window.positions[: traj.positions.shape[1]]
         scores[(params.A, params.B)] = mae(traj.positions[0], real, traj.mask)
     best = min(scores, key=scores.get)
     return replace(base or SocialForceParams(), A=best[0], B=best[1]), scores

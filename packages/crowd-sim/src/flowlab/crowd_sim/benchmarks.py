@@ -27,7 +27,7 @@ from flowlab.crowd_sim.metrics import simulation_metrics
 from flowlab.crowd_sim.model import SIZES, EnvSocialConfig
 from flowlab.crowd_sim.physics import DestinationForce
 from flowlab.crowd_sim.predict import evaluate_prediction
-from flowlab.crowd_sim.simulate import InitialStates, simulate
+from flowlab.crowd_sim.simulate import InitialStates, simulate, simulate_window
 from flowlab.crowd_sim.train import TrainConfig, calibrate, train_best_of, training_frames
 
 __all__ = ["SCENARIOS"]
@@ -79,17 +79,7 @@ def _rollout_metrics(traj, real: Window) -> dict[str, float]:
 
 def _simulate(scene, window: Window, policy, ctx: BenchContext, replicas: int, offset: int):
     gen = torch.Generator(ctx.device).manual_seed(ctx.seed * 1000 + offset)
-    init = InitialStates.from_window(window)
-    return simulate(
-        scene,
-        init,
-        window.destinations,
-        window.num_frames - 1,
-        model=policy,
-        replicas=replicas,
-        generator=gen,
-        device=ctx.device,
-    )
+    return simulate_window(scene, window, policy, replicas=replicas, generator=gen, device=ctx.device)
 
 
 def _speed(scene, model: EnvSocialDiff, ctx: BenchContext, cfg: Mapping[str, Any], sfm) -> dict[str, dict[str, float]]:

@@ -128,23 +128,16 @@ def simulate_cmd(
     device: str = typer.Option("cpu", "--device"),
 ) -> None:
     """Roll a whole recorded window forward from its entry states and destinations; write the trajectories."""
-    from flowlab.crowd_sim.simulate import InitialStates, simulate
+    from flowlab.crowd_sim.simulate import simulate_window
 
     scene = _scene(scene_name, data, frame)
     w = _window(scene, window)
     policy = _policy(scene, checkpoint, baseline, device, sampler, sample_steps)
-    n = w.num_frames - 1 if steps is None else min(steps, w.num_frames - 1)
-    traj = simulate(
-        scene,
-        InitialStates.from_window(w),
-        w.destinations,
-        n,
-        model=policy,
-        replicas=replicas,
-        generator=torch.Generator(device).manual_seed(seed),
-        device=device,
-        progress=True,
-    )
+    gen = torch.Generator(device).manual_seed(seed)
+    traj = simulate_window(
+        scene, w, policy, steps=steps, replicas=replicas, generator=gen, device=device, progress=True
+    )  # fmt: skip
+    n = traj.positions.shape[1] - 1
     out.parent.mkdir(parents=True, exist_ok=True)
     blob = {"positions": traj.positions.cpu(), "mask": traj.mask.cpu(), "start": traj.start, "window": w.name}
     torch.save({**blob, "scene": scene.name}, out)

@@ -27,6 +27,7 @@ __all__ = [
     "history_at",
     "recorded_kinematics",
     "simulate",
+    "simulate_window",
 ]
 
 
@@ -194,3 +195,22 @@ def simulate(
     )
     nfe = int(getattr(model, "nfe_per_step", 0))
     return Trajectories(positions=out, mask=mask, collisions=coll, start=start, seconds=seconds, nfe_per_step=nfe)
+
+
+def simulate_window(
+    scene,
+    window,
+    model: Policy,
+    *,
+    steps: int | None = None,
+    replicas: int = 1,
+    generator: torch.Generator | None = None,
+    device: torch.device | str = "cpu",
+    progress: bool = False,
+) -> Trajectories:
+    """The simulation protocol on a recorded window: every pedestrian enters at its recorded entry state and walks to
+    its recorded destination; the first `steps` frames (default: the whole window) are rolled out."""
+    n = window.num_frames - 1 if steps is None else min(steps, window.num_frames - 1)
+    init = InitialStates.from_window(window)
+    return simulate(scene, init, window.destinations, n, model=model, replicas=replicas, generator=generator,
+                    device=device, progress=progress)  # fmt: skip

@@ -26,7 +26,14 @@ from flowlab.crowd_sim.features import StepInputs
 from flowlab.crowd_sim.geometry import to_ego
 from flowlab.crowd_sim.metrics import mae
 from flowlab.crowd_sim.physics import calibrate_destination_force
-from flowlab.crowd_sim.simulate import InitialStates, StepState, history_at, recorded_kinematics, simulate
+from flowlab.crowd_sim.simulate import (
+    InitialStates,
+    StepState,
+    history_at,
+    recorded_kinematics,
+    simulate,
+    simulate_window,
+)
 
 __all__ = ["TrainConfig", "calibrate", "train", "train_best_of", "training_frames", "validation_mae"]
 
@@ -235,12 +242,10 @@ def validation_mae(
     model: EnvSocialDiff, scene, window, *, sampler: str = "ddim", sample_steps: int | None = 10, seed: int = 0
 ) -> float:
     """MAE (m) of one rollout of the whole `window` from its recorded entries and destinations."""
-    init = InitialStates.from_window(window)
     gen = torch.Generator(model.device).manual_seed(seed)
     policy = model.policy(scene, sampler=sampler, sample_steps=sample_steps)
     with torch.no_grad():
-        traj = simulate(scene, init, window.destinations, window.num_frames - 1, model=policy, generator=gen,
-                        device=model.device)  # fmt: skip
+        traj = simulate_window(scene, window, policy, generator=gen, device=model.device)
     return mae(traj.positions[0].cpu(), window.positions, window.mask)
 
 

@@ -78,7 +78,7 @@ def certify(
         _fail(str(err))
     cfg = models.config
     dens = DensityModels(joint=models.joint, input=models.input)
-    opts = dict(variant=variant, steps=cfg.ode_steps, spacing=cfg.ode_spacing, num_probes=cfg.num_probes)
+    opts = dict(cfg.ode_options(), variant=variant)
     g = torch.Generator().manual_seed(seed)
     xc, pc, _ = to_tensors(generate(cfg.pde_config(), "id", cfg.calib, seed=seed + 1000), models.param_scale, device)
     threshold = calibrate_threshold(certificate(dens, models.regressor, xc, pc, generator=g, **opts).score)

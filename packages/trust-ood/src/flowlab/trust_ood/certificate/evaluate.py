@@ -77,6 +77,10 @@ class StudyConfig:
     def pde_config(self) -> PDEConfig:
         return PDEConfig.default(self.pde, self.n)
 
+    def ode_options(self) -> dict:
+        """The likelihood-ODE keywords of `certificate`: steps, spacing, method, probes."""
+        return dict(steps=self.ode_steps, spacing=self.ode_spacing, method=self.ode_method, num_probes=self.num_probes)
+
     def make_regressor(self) -> nn.Module:
         """A fresh Psi: FNO1d(fno_modes, regressor_width, 3 layers) or CNN1d(regressor_width, 4 layers), dropout 0.1."""
         if self.regressor == "cnn":
@@ -152,7 +156,7 @@ def train_study(config: StudyConfig, *, device, generator: torch.Generator, prog
 def _scores(models: StudyModels, x, p, *, generator) -> dict[str, torch.Tensor]:
     cfg = models.config
     dens = DensityModels(joint=models.joint, input=models.input)
-    opts = dict(steps=cfg.ode_steps, spacing=cfg.ode_spacing, method=cfg.ode_method, num_probes=cfg.num_probes)
+    opts = cfg.ode_options()
     g = torch.Generator().manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
     joint = certificate(dens, models.regressor, x, p, variant="x&y", generator=g, **opts)
     inp = certificate(dens, models.regressor, x, p, variant="x", generator=_copy(g), **opts)
@@ -222,13 +226,7 @@ def measure_latency(models: StudyModels, *, batch: int = 256, device, generator:
     data = generate(cfg.pde_config(), "id", batch, seed=cfg.seed + 99)
     x, p, _ = to_tensors(data, models.param_scale, device)
     dens = DensityModels(joint=models.joint)
-    opts = dict(
-        steps=cfg.ode_steps,
-        spacing=cfg.ode_spacing,
-        method=cfg.ode_method,
-        num_probes=cfg.num_probes,
-        generator=generator,
-    )
+    opts = dict(cfg.ode_options(), generator=generator)
     t0 = time.perf_counter()
     certificate(dens, models.regressor, x[:1], p[:1], **opts)
     one = time.perf_counter() - t0

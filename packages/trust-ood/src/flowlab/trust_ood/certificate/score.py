@@ -84,7 +84,8 @@ def likelihood_grid(
 
     spacing "log_sigma" (default; needs the `schedule`): equally spaced in log s(tau), the core's
     `grids.logsnr_uniform` (alpha = 1 under VE). The integrand g^2 div s / 2 lives where s is small, and s(tau) ~
-    sqrt(tau) there, so a grid uniform in tau (spacing "tau") puts s from 0.003 to 0.3 into its first step."""
+    sqrt(tau) there, so a grid uniform in tau (spacing "tau") puts s from 0.003 to 0.3 into its first step (sigma = 25,
+    12 steps)."""
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps: expected a positive int, got {steps!r}")
     if not 0 < eps < 1:
