@@ -46,6 +46,7 @@ def train_digits_denoiser(
     seed: int = 0,
     base_channels: int = 32,
     arch: str = "unet",
+    dither: float = 0.0,
     device: torch.device | str = "cpu",
     use_cache: bool = True,
     progress: bool = False,
@@ -53,10 +54,16 @@ def train_digits_denoiser(
     """An epsilon-prediction tiny denoiser on `images` (N, C, S, S) in [-1, 1] with DiscreteVP.linear(); EMA weights.
 
     arch "unet": `tiny_unet` with `base_channels`; "dit": `tiny_dit` (patch 2, width 2 base_channels, depth 4).
+    dither: the std of fresh Gaussian noise added to every training batch, so the model learns images + N(0,
+    dither² I), a density with full support. Upsampled digits span a 64-dim subspace of the 256 pixels, and a
+    generator of such data shrinks the initial noise off it to the last grid noise level; latent watermarks need
+    that noise back from the image.
     Trained weights are cached under cache_dir()/denoisers keyed by the data, the settings and the torch version.
     """
     if arch not in ARCHS:
         raise ValueError(f"arch: expected one of {ARCHS}, got {arch!r}")
+    if not (isinstance(dither, int | float) and dither >= 0):
+        raise ValueError(f"dither: expected a number >= 0, got {dither!r}")
     schedule = DiscreteVP.linear()
     size, channels = images.shape[-1], images.shape[1]
 
@@ -66,12 +73,14 @@ def train_digits_denoiser(
         return UNetField(tiny_unet(size, channels, base_channels=base_channels), schedule=schedule)
 
     settings = [steps, batch_size, lr, seed, base_channels, arch, torch.__version__, list(images.shape)]
+    if dither:
+        settings.append(float(dither))
     key = hashlib.sha256(json.dumps(settings).encode() + images.cpu().numpy().tobytes()).hexdigest()[:16]
     path = cache_dir() / "denoisers" / f"digits{size}_{arch}_{key}.pt"
     if use_cache and path.is_file():
         field = build()
         field.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-        return field.to(device).eval()
+        return _for_inference(field.to(device))
     torch.manual_seed(seed)
     field = build().to(device)
     data = images.to(device)
@@ -79,7 +88,10 @@ def train_digits_denoiser(
 
     def batches(step: int, g: torch.Generator) -> torch.Tensor:
         idx = torch.randint(0, data.shape[0], (batch_size,), generator=g)
-        return data[idx.to(data.device)]
+        batch = data[idx.to(data.device)]
+        if dither:
+            batch = batch + dither * torch.randn(batch.shape, generator=g).to(batch)
+        return batch
 
     ema = EMA(field, decay=0.999, warmup_steps=100)
     opt = torch.optim.Adam(field.parameters(), lr=lr)
@@ -103,4 +115,11 @@ def train_digits_denoiser(
     if use_cache:
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save(state, path)
+    return _for_inference(field)
+
+
+def _for_inference(field: UNetField | DiTField) -> UNetField | DiTField:
+    """Eval mode; a UNet's conv weights in channels_last, about 25 % faster on CPU (outputs equal to float rounding)."""
+    if isinstance(field, UNetField):
+        field = field.to(memory_format=torch.channels_last)
     return field.eval()
