@@ -24,6 +24,7 @@ __all__ = [
     "Timer",
     "require_file",
     "torch_threads",
+    "warm_up_torch",
 ]
 
 PACKAGE_PREFIXES = ("core", "vision", "mol", "rl", "bio", "crowd", "trust")
@@ -144,3 +145,13 @@ def torch_threads(n: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def warm_up_torch() -> None:
+    """Pay torch's one-time lazy costs before anything is timed: the first optimizer constructed in a process
+    imports torch._dynamo (about 3 s on a 2-core CPU), which would otherwise land on whichever method trains
+    first in a timing comparison."""
+    p = torch.zeros(1, requires_grad=True)
+    opt = torch.optim.Adam([p])
+    p.sum().backward()
+    opt.step()

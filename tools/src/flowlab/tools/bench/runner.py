@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from flowlab.core.bench import BenchContext, BenchResult, Curve, DataMissing, Scenario
+from flowlab.core.bench import BenchContext, BenchResult, Curve, DataMissing, Scenario, warm_up_torch
 
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 _STATUS = Path("/proc/self/status")
@@ -163,6 +163,7 @@ def run_all(
     on_record: Callable[[Record], None] | None = None,
 ) -> list[Record]:
     records = []
+    warm_up_torch()
     for scenario in scenarios:
         for seed in seeds:
             if on_start is not None:

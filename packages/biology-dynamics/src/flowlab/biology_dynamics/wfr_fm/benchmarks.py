@@ -33,7 +33,7 @@ from flowlab.biology_dynamics.wfr_fm.neural_ode_growth import GrowthNeuralODE, N
 from flowlab.biology_dynamics.wfr_fm.ot_cfm import OTCFM, OTCFMConfig
 from flowlab.biology_dynamics.wfr_fm.sample import simulate_particles
 from flowlab.biology_dynamics.wfr_fm.uot_cfm import UOTCFM, UOTCFMConfig
-from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, require_file, torch_threads
+from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, require_file, torch_threads, warm_up_torch
 
 __all__ = ["SCENARIOS"]
 
@@ -156,6 +156,7 @@ def _plots(ctx: BenchContext, name: str, adata: ad.AnnData, model: WFRFlowMatchi
 
 def _compare(ctx: BenchContext, adata: ad.AnnData, delta: float, cfg: Mapping[str, Any], *, true_g=None, prefix=""):
     """Fit all four methods on one data set; returns (ours, baselines, curves, wfr model)."""
+    warm_up_torch()  # else the first model trained (WFR-FM) pays torch's one-time import in its training time
     models = _models(cfg, delta)
     ours: dict[str, float] = {}
     baselines: dict[str, dict[str, float]] = {}
