@@ -44,7 +44,7 @@ STATS = Scenario(
     package="vision",
     method="watermark",
     run=_stats,
-    variants={"quick": {"n": 500, "speed_repeats": 5}, "full": {"n": 2000, "speed_repeats": 20}},
+    variants={"quick": {"n": 1000, "speed_repeats": 5}, "full": {"n": 2000, "speed_repeats": 20}},
     directions=_DIRECTIONS,
     description="Gaussianity of watermarked initial latents at SD scale (KS, chi2 of block norms, moments, third "
     "moments, covariance and sign-covariance top eigenvalue vs the Marchenko-Pastur edge, logistic-regression "
