@@ -201,13 +201,15 @@ def train_matching(
     progress: bool = False,
 ) -> FitResult:
     """Adam (one parameter group per network, as the reference's two optimisers) with cosine decay to `lr_min`,
-    no clipping, EMA of the weights (copied into `fields` at the end), through the core's `fit`."""
+    no clipping, EMA of the weights with a warm-up (copied into `fields` at the end), through the core's `fit`."""
     groups = [{"params": list(fields.v.parameters())}]
     if getattr(fields, "g", None) is not None:
         groups.append({"params": list(fields.g.parameters())})
     optimizer = torch.optim.Adam(groups, lr=lr)
     schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=iters, eta_min=lr_min)
-    averager = EMA(fields, decay=ema) if ema else None
+    # the average copies the weights for the first tenth of a run (at most 100 steps), so a short run's model
+    # does not keep a share of the random initialisation
+    averager = EMA(fields, decay=ema, warmup_steps=min(100, iters // 10)) if ema else None
     result = fit(
         fields,
         matching_loss,
