@@ -4,6 +4,7 @@ trains to a finite loss, the scenarios run end to end on a tiny budget, and `flo
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from typer.testing import CliRunner
 
 from flowlab.core.bench import BenchContext
 from flowlab.core.gfm import GFMConfig, random_torus_mixture, semigroup_error, train_gfm
-from flowlab.core.gfm.benchmarks import SCENARIOS, run_hyperbolic
+from flowlab.core.gfm.benchmarks import SCENARIOS, run_earth, run_hyperbolic
 from flowlab.core.gfm.cli import app
 from flowlab.core.manifolds import FlatTorus, Sphere
 
@@ -77,6 +78,22 @@ def test_scenarios_registered_and_hyperbolic_runs_on_a_tiny_budget(tmp_path):
     assert set(result.baselines) == {"RFM", "G-PSD", "data floor"}
     assert result.metrics["disk/manifold_err_nfe1"] < 1  # the largest sample norm on the disk
     assert len(result.curves) == 1
+
+
+@pytest.mark.skipif(not os.environ.get("FLOWLAB_DATA"), reason="FLOWLAB_DATA is not set (earth_sphere data set)")
+def test_earth_data_sets_in_worker_processes_match_one_process(tmp_path):
+    """Each earth data set seeds its own generator, so running them in spawned processes changes no number."""
+    cfg = {
+        "batch_size": 32, "hidden": (16,), "lr": 3e-3, "ema_decay": 0.9, "samples": 64, "nll_steps": 2,
+        "objectives": ("lsd",), "steps": 12, "warm_start": 10, "datasets": ("volcano", "flood"),
+    }  # fmt: skip
+    root = Path(os.environ["FLOWLAB_DATA"])
+    rows = []
+    for workers in (1, 2):
+        config = {**cfg, "workers": workers}
+        result = run_earth(BenchContext(0, "quick", config, torch.device("cpu"), torch.Generator(), tmp_path, root))
+        rows.append({k: v for k, v in result.metrics.items() if not k.endswith("train_s")})
+    assert rows[0] == rows[1] and {"volcano/mmd_nfe1", "flood/mmd_nfe1"} <= set(rows[0])
 
 
 def test_cli_train_sample_evaluate_round_trip(tmp_path: Path):

@@ -168,6 +168,7 @@ def _earth_case(ctx: BenchContext, name: str, index: int) -> dict[str, dict[str,
     """One earth data set, single-threaded, with its own generator (seed, index) so that data sets can run in
     separate processes."""
     torch.set_num_threads(1)
+    torch.manual_seed(ctx.seed * 1000 + index)  # network initialisation: the same in this or a fresh process
     ctx = replace(ctx, generator=torch.Generator().manual_seed(ctx.seed * 1000 + index))
     parts = split(load_earth(name, ctx.data_root), ctx.seed)
     return _evaluate_case(ctx, Sphere(2), parts.train.to(ctx.device), parts.test.to(ctx.device), ctx.config)
@@ -312,7 +313,7 @@ HYPERBOLIC = Scenario(
             **_QUICK_MODEL,
             "objectives": ("lsd", "psd"),
             "steps": 5000,
-            "warm_start": 2000,
+            "warm_start": 2500,
             "n_train": 20_000,
             "n_test": 1000,
         },
