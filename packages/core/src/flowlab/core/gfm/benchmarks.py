@@ -167,9 +167,10 @@ def _assemble(cases: Mapping[str, dict[str, dict[str, float]]], primary: str, ti
 def _earth_case(ctx: BenchContext, name: str, index: int) -> dict[str, dict[str, float]]:
     """One earth data set, single-threaded, with its own generator (seed, index) so that data sets can run in
     separate processes."""
+    seed = ctx.seed * 1000 + index
     torch.set_num_threads(1)
-    torch.manual_seed(ctx.seed * 1000 + index)  # network initialisation: the same in this or a fresh process
-    ctx = replace(ctx, generator=torch.Generator().manual_seed(ctx.seed * 1000 + index))
+    torch.manual_seed(seed)  # network initialisation: the same in this or a fresh process
+    ctx = replace(ctx, generator=torch.Generator().manual_seed(seed))
     parts = split(load_earth(name, ctx.data_root), ctx.seed)
     return _evaluate_case(ctx, Sphere(2), parts.train.to(ctx.device), parts.test.to(ctx.device), ctx.config)
 
