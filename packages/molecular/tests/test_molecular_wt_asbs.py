@@ -15,23 +15,33 @@ from flowlab.core.paths.bridge import BridgePath
 from flowlab.core.solvers import solve_sde
 from flowlab.molecular.wt_asbs import (
     ASBS,
+    BOHR_NM,
     EV_TO_KJMOL,
+    HARTREE_TO_KJMOL,
+    REACTANT,
     ASBSConfig,
     CVSet,
     DistanceCV,
     DistanceDifferenceCV,
+    DistanceWalls,
     EDMNoise,
     EmbeddedToy,
+    EnergyForces,
     FourWell,
     MuellerBrown,
     OpenMMPotential,
+    TBLitePotential,
     TorsionCV,
     WellTemperedBias,
     delta_f_from_samples,
     kT_kjmol,
     pmf_quadrature,
+    product,
+    reaction_cv,
     reweight,
+    sn2_potential,
 )
+from flowlab.molecular.wt_asbs.sn2 import NUMBERS as NUMBERS_SN2
 
 DATA = Path(os.environ.get("FLOWLAB_DATA", "/nonexistent"))
 ALDP = DATA / "alanine_dipeptide" / "openmm_tests"
@@ -405,3 +415,122 @@ def test_cli_metad_then_evaluate(tmp_path):
     assert report["energy_evals"] == 1000 and math.isfinite(report["dF_aR_kjmol"])
     res = runner.invoke(app, ["evaluate", str(tmp_path)])
     assert res.exit_code != 0 and "config.json" in res.output
+
+
+# --- GFN2-xTB (tblite) and the SN2 system ----------------------------------------------------------------
+
+
+def test_tblite_forces_are_minus_the_energy_gradient_and_units_are_kjmol_nm():
+    pot = TBLitePotential(NUMBERS_SN2, charge=-1, workers=2)
+    x = REACTANT + 0.003 * torch.randn(2, 18, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    out = pot.energy_and_forces(x)
+    assert pot.n_evals == 2 and pot.n_failed == 0
+    # central differences on a few coordinates (the SCF is converged to ~1e-6 Hartree, so eps = 1e-4 nm)
+    for j in (0, 4, 8, 13):
+        e = torch.zeros_like(x)
+        e[:, j] = 1e-4
+        fd = (pot.energy_and_forces(x + e).energy - pot.energy_and_forces(x - e).energy) / 2e-4
+        torch.testing.assert_close(out.forces[:, j], -fd, rtol=1e-3, atol=0.5)
+    # units: the same structure in Bohr and Hartree straight from tblite
+    from tblite.interface import Calculator
+
+    calc = Calculator("GFN2-xTB", np.array(NUMBERS_SN2), REACTANT.reshape(6, 3).numpy() / BOHR_NM, charge=-1.0)
+    calc.set("verbosity", 0)
+    hartree = calc.singlepoint().get("energy")
+    assert float(pot.energy_and_forces(REACTANT).energy[0]) == pytest.approx(hartree * HARTREE_TO_KJMOL, abs=1e-6)
+
+
+def test_sn2_mirror_image_has_the_same_energy_and_opposite_coordinate():
+    pot, cv = sn2_potential(workers=1), reaction_cv()
+    both = torch.cat([REACTANT, product(REACTANT)])
+    out = pot.energy_and_forces(both)
+    assert float(out.energy[0]) == pytest.approx(float(out.energy[1]), abs=1e-6)
+    xi = cv(both).ravel()
+    assert float(xi[0]) == pytest.approx(-0.1175, abs=1e-3) and float(xi[1]) == pytest.approx(-float(xi[0]), abs=1e-12)
+    # the shipped reactant complex is relaxed: every force component is small next to a C-H bond's 1e5 kJ/mol/nm^2
+    assert float(out.forces[0].abs().max()) < 20.0
+    torch.testing.assert_close(product(product(both)), both)
+
+
+class _Zero:
+    """E = 0 for n atoms (to isolate the walls)."""
+
+    kT, n_evals = 1.0, 0
+
+    def __init__(self, n: int) -> None:
+        self.dim = 3 * n
+
+    def energy_and_forces(self, x):
+        return EnergyForces(torch.zeros(len(x), dtype=x.dtype), torch.zeros_like(x))
+
+
+def test_distance_walls_are_flat_inside_and_harmonic_outside():
+    walls = DistanceWalls(_Zero(6), ((0, 2, 0.35),), k=1000.0)
+    x = torch.zeros(3, 18, dtype=torch.float64)
+    x[:, 6] = torch.tensor([0.30, 0.40, 0.50], dtype=torch.float64)  # atom 2 on the x axis
+    out = walls.energy_and_forces(x)
+    torch.testing.assert_close(
+        out.energy, torch.tensor([0.0, 0.5 * 1000 * 0.05**2, 0.5 * 1000 * 0.15**2], dtype=torch.float64)
+    )
+    torch.testing.assert_close(out.forces[:, 6], torch.tensor([0.0, -1000 * 0.05, -1000 * 0.15], dtype=torch.float64))
+    torch.testing.assert_close(out.forces[:, 0], -out.forces[:, 6])
+    with pytest.raises(ValueError, match="walls"):
+        DistanceWalls(_Zero(6), ((0, 6, 0.3),))
+
+
+def test_tblite_errors_are_clear():
+    with pytest.raises(ValueError, match="numbers"):
+        TBLitePotential([6, 0, 1])
+    with pytest.raises(ValueError, match="method"):
+        TBLitePotential([1, 1], method="GFN3")
+    pot = TBLitePotential(NUMBERS_SN2, charge=-1)
+    with pytest.raises(ValueError, match="5 atoms given"):
+        pot.energy_and_forces(torch.zeros(1, 15))
+    bad = REACTANT.clone()
+    bad[0, 3] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        pot.energy_and_forces(bad)
+
+
+def _tiny_sn2_config():
+    from flowlab.molecular.wt_asbs.benchmarks import SN2
+
+    cfg = {**SN2.variants["quick"], "walkers": 2, "md_steps": 40, "n_eval": 16}
+    cfg["asbs"] = {**cfg["asbs"], "stages": "AC", "adjoint_epochs": 2, "corrector_epochs": 1, "steps_per_epoch": 2,
+                   "new_samples": 8, "skip_epochs": 0}  # fmt: skip
+    return cfg
+
+
+def test_sn2_scenario_runs_end_to_end_on_a_tiny_budget(tmp_path):
+    from flowlab.core.bench import BenchContext
+    from flowlab.molecular.wt_asbs.benchmarks import SN2
+
+    ctx = BenchContext(
+        0, "quick", _tiny_sn2_config(), torch.device("cpu"), torch.Generator().manual_seed(0), tmp_path, None
+    )
+    res = SN2.run(ctx)
+    # energy calls: one per new sample of each adjoint epoch (2 x 8), one per Langevin walker step (2 x 40);
+    # WT-ASBS deposits one hill per new sample of every epoch (3 x 8)
+    assert res.metrics["evals"] == 2 * 8 and res.metrics["hills"] == 3 * 8
+    assert res.baselines["WTMetaD (Langevin)"]["evals"] == 2 * 40
+    assert set(res.baselines) == {"WTMetaD (Langevin)", "Langevin MD", "ASBS"}
+
+
+def test_cli_sample_then_evaluate_sn2(tmp_path, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from flowlab.molecular.cli import app
+    from flowlab.molecular.wt_asbs.benchmarks import SN2
+
+    monkeypatch.setitem(SN2.variants, "quick", _tiny_sn2_config())
+    runner = CliRunner()
+    run = tmp_path / "sn2"
+    res = runner.invoke(app, ["sample", "--system", "sn2", "--n", "16", "--out", str(run)])
+    assert res.exit_code == 0, res.output
+    assert json.loads((run / "config.json").read_text())["energy_evals"] == 2 * 8
+    res = runner.invoke(app, ["evaluate", str(run)])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output.strip().splitlines()[-1])
+    assert report["system"] == "sn2" and set(report["well_fractions"]) == {"reactant", "product"}

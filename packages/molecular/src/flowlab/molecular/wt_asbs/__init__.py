@@ -13,28 +13,37 @@ from flowlab.molecular.wt_asbs.asbs import ASBS, ASBSConfig, EDMNoise, TrainLog,
 from flowlab.molecular.wt_asbs.bias import BiasValue, WellTemperedBias
 from flowlab.molecular.wt_asbs.cvs import CVSet, DistanceCV, DistanceDifferenceCV, LinearCV, TorsionCV
 from flowlab.molecular.wt_asbs.potentials import (
+    BOHR_NM,
     EV_TO_KJMOL,
+    HARTREE_TO_KJMOL,
     KB_KJMOL,
+    DistanceWalls,
     EmbeddedToy,
     EnergyForces,
     FourWell,
     MuellerBrown,
     OpenMMPotential,
     Potential,
+    TBLitePotential,
     ToyPotential,
     kT_kjmol,
 )
 from flowlab.molecular.wt_asbs.reference import LangevinResult, MetadResult, langevin, openmm_md, openmm_wtmetad
+from flowlab.molecular.wt_asbs.sn2 import REACTANT, product, reaction_cv, sn2_potential
 
 __all__ = [
     "ASBS",
+    "BOHR_NM",
     "EV_TO_KJMOL",
+    "HARTREE_TO_KJMOL",
     "KB_KJMOL",
+    "REACTANT",
     "ASBSConfig",
     "BiasValue",
     "CVSet",
     "DistanceCV",
     "DistanceDifferenceCV",
+    "DistanceWalls",
     "EDMNoise",
     "EmbeddedToy",
     "EnergyForces",
@@ -45,6 +54,7 @@ __all__ = [
     "MuellerBrown",
     "OpenMMPotential",
     "Potential",
+    "TBLitePotential",
     "TorsionCV",
     "ToyPotential",
     "TrainLog",
@@ -60,5 +70,8 @@ __all__ = [
     "openmm_wtmetad",
     "pmf_from_samples",
     "pmf_quadrature",
+    "product",
+    "reaction_cv",
     "reweight",
+    "sn2_potential",
 ]

@@ -1,5 +1,7 @@
-"""Benchmarks `mol.wt_asbs.toy` (Mueller-Brown, four-well; exact PMFs by quadrature) and `mol.wt_asbs.aldp`
-(alanine dipeptide: WT-ASBS vs OpenMM well-tempered metadynamics and plain MD on the same ff96/OBC1 energy).
+"""Benchmarks `mol.wt_asbs.toy` (Mueller-Brown, four-well; exact PMFs by quadrature), `mol.wt_asbs.aldp`
+(alanine dipeptide: WT-ASBS vs OpenMM well-tempered metadynamics and plain MD on the same ff96/OBC1 energy) and
+`mol.wt_asbs.sn2` (Cl- + CH3Cl on GFN2-xTB: WT-ASBS and ASBS vs well-tempered metadynamics and plain Langevin;
+exact Delta F = 0 and an even PMF by symmetry).
 
 Toy metrics per system `<sys>/...`: pmf_rmse (k_BT, populated range: exact F <= 6 k_BT), dF_err (|Delta F_AB| error
 in k_BT between the CV intervals A and B), basins (basins found in 2-D), evals (energy evaluations), wall_s.
@@ -29,9 +31,12 @@ from flowlab.molecular.wt_asbs.bias import WellTemperedBias
 from flowlab.molecular.wt_asbs.cvs import CVSet, LinearCV, TorsionCV
 from flowlab.molecular.wt_asbs.potentials import EmbeddedToy, FourWell, MuellerBrown, OpenMMPotential
 from flowlab.molecular.wt_asbs.reference import PHI, PSI, langevin, openmm_md, openmm_wtmetad
+from flowlab.molecular.wt_asbs.sn2 import REACTANT, product, reaction_cv, sn2_potential
 
-__all__ = ["ALDP", "ALDP_BASINS", "SCENARIOS", "TOY", "make_toy", "run_aldp", "run_toy"]
+__all__ = ["ALDP", "ALDP_BASINS", "SCENARIOS", "SN2", "SN2_BASINS", "TOY", "make_toy", "run_aldp", "run_sn2", "run_toy"]
 
+#: the spec's per-atom clip of grad(E)/kT, 100 per Angstrom, in the molecular systems' unit (per nm)
+_CLIP_100_PER_ANGSTROM = 1000.0
 #: CV intervals (A, B) for Delta F_AB = F_B - F_A on each toy (CV = x).
 _TOY_INTERVALS = {
     "mueller-brown": ((-1.5, -0.3), (0.3, 1.2)),
@@ -420,7 +425,7 @@ ALDP = Scenario(
                 "sde_steps": 50,
                 "skip_epochs": 5,
                 "lr": 1e-3,
-                "force_clip": 100.0,
+                "force_clip": _CLIP_100_PER_ANGSTROM,
             },
             "md_steps": 25000,
             "metad_height": 1.0,
@@ -448,7 +453,7 @@ ALDP = Scenario(
                 "sde_steps": 250,
                 "skip_epochs": 50,
                 "lr": 1e-4,
-                "force_clip": 100.0,
+                "force_clip": _CLIP_100_PER_ANGSTROM,
             },
             "md_steps": 2_500_000,
             "metad_height": 1.0,
@@ -460,4 +465,148 @@ ALDP = Scenario(
     description="alanine dipeptide (ff96/OBC1): WT-ASBS vs OpenMM WTMetaD and MD; quick = CPU sanity",
 )
 
-SCENARIOS = (TOY, ALDP)
+
+# --- SN2 on GFN2-xTB -----------------------------------------------------------------------------------------
+
+#: reaction-coordinate intervals (nm) of the reactant and product wells (minima at -/+ 0.117 nm)
+SN2_BASINS = {"reactant": (-0.2, -0.05), "product": (0.05, 0.2)}
+
+
+def _sn2_bias(cfg, kT: float) -> WellTemperedBias:
+    lo, hi = cfg["grid_range"]
+    return WellTemperedBias(
+        lo, hi, cfg["grid"], sigma=cfg["hill_sigma"], height=cfg["hill_height"], bias_factor=cfg["bias_factor"], kT=kT
+    )
+
+
+def _sn2_summary(xi: torch.Tensor, weights: torch.Tensor | None, evals: int, wall: float) -> dict[str, float]:
+    """Well occupancy, Delta F_{product - reactant} (kT; exact 0) from (weighted) CV samples, cost."""
+    r, p = SN2_BASINS["reactant"], SN2_BASINS["product"]
+    w = torch.ones_like(xi) if weights is None else weights
+    share = {k: float(w[(xi >= lo) & (xi <= hi)].sum() / w.sum()) for k, (lo, hi) in SN2_BASINS.items()}
+    found = sum(float(((xi >= lo) & (xi <= hi)).double().mean()) >= 0.01 for lo, hi in SN2_BASINS.values())
+    return {
+        "basins": float(found),
+        "product_share": share["product"],
+        "dF_err": abs(delta_f_from_samples(xi, r, p, weights=weights)),
+        "evals": float(evals),
+        "wall_s": wall,
+    }
+
+
+def _pmf_asymmetry(f: torch.Tensor, nodes: torch.Tensor, *, cutoff: float) -> float:
+    """RMSE (kT) between F(xi) and F(-xi) (linear interpolation) on the nodes where both are <= cutoff; the grid
+    must be symmetric about 0."""
+    mirror = torch.as_tensor(np.interp(-nodes.numpy(), nodes.numpy(), f.numpy()), dtype=f.dtype)
+    keep = (f <= cutoff) & (mirror <= cutoff)
+    return float(((f - mirror)[keep] ** 2).mean().sqrt())
+
+
+def run_sn2(ctx: BenchContext) -> BenchResult:
+    """WT-ASBS and ASBS (source at the reactant complex) against well-tempered metadynamics (overdamped Langevin,
+    walkers in both wells) and plain Langevin (walkers in the reactant well), all on GFN2-xTB + walls at 300 K."""
+    cfg = ctx.config
+    pot = sn2_potential(workers=cfg["workers"])
+    kT, cv = pot.kT, reaction_cv()
+    r_box, p_box = SN2_BASINS["reactant"], SN2_BASINS["product"]
+    out: dict[str, dict[str, float]] = {}
+    pmfs: dict[str, tuple[list[float], list[float]]] = {}
+
+    half = cfg["walkers"] // 2
+    both = torch.cat([REACTANT.repeat(half, 1), product(REACTANT).repeat(cfg["walkers"] - half, 1)])
+    for method, x0 in (("WTMetaD (Langevin)", both), ("Langevin MD", REACTANT.repeat(cfg["walkers"], 1))):
+        pot.n_evals = 0
+        bias = _sn2_bias(cfg, kT) if method.startswith("WTMetaD") else None
+        res = langevin(
+            pot, x0, steps=cfg["md_steps"], dt=cfg["md_dt"], generator=ctx.generator, cvs=cv if bias else None,
+            bias=bias, deposit_every=cfg["md_deposit_every"], record_every=10, burn_in=cfg["md_steps"] // 10,
+        )  # fmt: skip
+        xi = cv(res.samples).ravel()
+        row = _sn2_summary(xi, reweight(res.bias_values, kT) if bias else None, res.energy_evals, res.seconds)
+        if bias is not None:
+            nodes, f = bias.nodes[0], bias.free_energy() / kT
+            row["dF_err_bias"] = abs(delta_f_from_pmf(f, nodes, r_box, p_box))
+            row["pmf_asymmetry"] = _pmf_asymmetry(f, nodes, cutoff=cfg["pmf_cutoff"])
+            well = f[(nodes >= r_box[0]) & (nodes <= r_box[1])].min()
+            row["barrier_kT"] = float(np.interp(0.0, nodes.numpy(), f.numpy()) - well)
+            reference_f = f
+            pmfs[method] = (nodes.tolist(), f.clamp(max=25).tolist())
+        out[method] = row
+
+    for method in ("WT-ASBS", "ASBS"):
+        pot.n_evals = 0
+        bias = _sn2_bias(cfg, kT) if method == "WT-ASBS" else None
+        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=ctx.generator))
+        model = ASBS(
+            pot, EDMNoise(cfg["sigma_max"], cfg["sigma_min"], 3.0), ASBSConfig(**cfg["asbs"]),
+            source_std=cfg["source_std"], source_mean=REACTANT[0].float(), cvs=cv if bias else None, bias=bias,
+            atom_dim=3, generator=torch.Generator().manual_seed(seed),
+        )  # fmt: skip
+        start = time.perf_counter()
+        model.train()
+        _, x1 = model.sample(cfg["n_eval"])
+        wall = time.perf_counter() - start
+        evals = pot.n_evals
+        x1 = x1.double()
+        xi = cv(x1).ravel()
+        w = reweight(bias(xi[:, None]).value, kT) if bias is not None else None
+        row = _sn2_summary(xi, w, evals, wall)
+        energy = pot.energy_and_forces(x1).energy
+        e_min = float(pot.energy_and_forces(REACTANT).energy[0])
+        # a Boltzmann sample of the 18-D complex sits about (18 - 6) / 2 = 6 kT above the minimum (harmonic estimate)
+        row["median_excess_energy_kT"] = float((energy.nanmedian() - e_min) / kT)
+        row["xi_spread"] = float(xi.std())
+        if bias is not None:
+            nodes, f = bias.nodes[0], bias.free_energy() / kT
+            row["dF_err_bias"] = abs(delta_f_from_pmf(f, nodes, r_box, p_box))
+            populated = reference_f <= cfg["pmf_cutoff"]
+            diff = (f - reference_f)[populated]
+            row["pmf_rmse_vs_metad"] = float(((diff - diff.mean()) ** 2).mean().sqrt())
+            row["hills"] = float(bias.n_hills)
+            pmfs[method] = (nodes.tolist(), f.clamp(max=25).tolist())
+        out[method] = row
+    curve = Curve(title="SN2 PMF along d(C-Cl_a) - d(C-Cl_b)", xlabel="xi (nm)", ylabel="F / kT", lines=pmfs)
+    ours = out.pop("WT-ASBS")
+    return BenchResult(metrics=ours, baselines=out, curves=[curve])
+
+
+_SN2_ASBS = {
+    "stages": "ACACA", "adjoint_epochs": 30, "corrector_epochs": 6, "steps_per_epoch": 30, "batch_size": 64,
+    "new_samples": 64, "buffer_size": 512, "sde_steps": 50, "skip_epochs": 5, "lr": 1e-3,
+    "force_clip": _CLIP_100_PER_ANGSTROM,
+}  # fmt: skip
+_SN2_COMMON = {
+    "workers": 2, "grid": 150, "grid_range": (-0.3, 0.3), "hill_sigma": 0.01, "hill_height": 1.0,
+    "bias_factor": 10.0, "sigma_max": 0.03, "sigma_min": 1e-4, "source_std": 0.003, "n_eval": 512,
+    "md_dt": 2e-6, "md_deposit_every": 25, "pmf_cutoff": 20.0,
+}  # fmt: skip
+
+SN2 = Scenario(
+    name="mol.wt_asbs.sn2",
+    package="mol",
+    method="wt_asbs",
+    run=run_sn2,
+    variants={
+        "quick": {**_SN2_COMMON, "walkers": 8, "md_steps": 3000, "asbs": _SN2_ASBS},
+        "full": {
+            **_SN2_COMMON,
+            "walkers": 16,
+            "md_steps": 30000,
+            "n_eval": 4096,
+            "asbs": {**_SN2_ASBS, "stages": "ACACACACA", "adjoint_epochs": 200, "steps_per_epoch": 100},
+        },
+    },
+    directions={
+        "dF_err": "min",
+        "dF_err_bias": "min",
+        "basins": "max",
+        "evals": "min",
+        "wall_s": "min",
+        "pmf_rmse_vs_metad": "min",
+        "median_excess_energy_kT": "min",
+    },
+    tags=frozenset({"sampling", "free-energy", "tblite"}),
+    description="Cl- + CH3Cl SN2 on GFN2-xTB (xi = d(C-Cl_a) - d(C-Cl_b)): WT-ASBS vs ASBS, WTMetaD and Langevin",
+)
+
+SCENARIOS = (TOY, ALDP, SN2)

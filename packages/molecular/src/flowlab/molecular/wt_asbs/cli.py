@@ -21,8 +21,11 @@ from flowlab.molecular.wt_asbs.benchmarks import (
     _TOY_INTERVALS,
     ALDP,
     ALDP_BASINS,
+    SN2,
+    SN2_BASINS,
     TOY,
     _fes_df,
+    _sn2_bias,
     _toy_bias,
     make_toy,
 )
@@ -30,8 +33,9 @@ from flowlab.molecular.wt_asbs.bias import WellTemperedBias
 from flowlab.molecular.wt_asbs.cvs import CVSet, LinearCV, TorsionCV
 from flowlab.molecular.wt_asbs.potentials import OpenMMPotential
 from flowlab.molecular.wt_asbs.reference import PHI, PSI, openmm_wtmetad
+from flowlab.molecular.wt_asbs.sn2 import REACTANT, reaction_cv, sn2_potential
 
-SYSTEMS = ("aldp", "mueller-brown", "four-well", "four-well-5d")
+SYSTEMS = ("aldp", "sn2", "mueller-brown", "four-well", "four-well-5d")
 
 
 def _aldp_files(data_root: str | None) -> tuple[Path, Path]:
@@ -77,6 +81,11 @@ def sample(
             periodic=True,
         )
         kw = {"source_mean": pot.positions(inpcrd)[0].float(), "atom_dim": 3}
+    elif system == "sn2":
+        cfg = dict(SN2.variants[variant])
+        pot, cvs = sn2_potential(workers=cfg["workers"]), reaction_cv()
+        wt = _sn2_bias(cfg, pot.kT)
+        kw = {"source_mean": REACTANT[0].float(), "atom_dim": 3}
     else:
         cfg = dict(TOY.variants[variant])
         pot = make_toy(system)
@@ -170,6 +179,12 @@ def evaluate(
         for name, box in ALDP_BASINS.items():
             if name != "C7eq":
                 report[f"dF_{name}_kjmol"] = cfg["kT"] * delta_f_from_samples(s, ALDP_BASINS["C7eq"], box, weights=w)
+    elif cfg["system"] == "sn2":
+        xi = s[:, 0]
+        report["dF_product_kT"] = delta_f_from_samples(xi, SN2_BASINS["reactant"], SN2_BASINS["product"], weights=w)
+        report["well_fractions"] = {
+            k: float(((xi >= lo) & (xi <= hi)).double().mean()) for k, (lo, hi) in SN2_BASINS.items()
+        }
     else:
         a, b = _TOY_INTERVALS[cfg["system"]]
         pot = make_toy(cfg["system"])

@@ -7,6 +7,7 @@ Every engine counts its energy evaluations (one per configuration) in `n_evals`.
 
 from __future__ import annotations
 
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -15,22 +16,29 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 
 __all__ = [
+    "BOHR_NM",
     "EV_TO_KJMOL",
+    "HARTREE_TO_KJMOL",
     "KB_KJMOL",
+    "DistanceWalls",
     "EmbeddedToy",
     "EnergyForces",
     "FourWell",
     "MuellerBrown",
     "OpenMMPotential",
     "Potential",
+    "TBLitePotential",
     "ToyPotential",
     "kT_kjmol",
 ]
 
 EV_TO_KJMOL = 96.48533212  # 1 eV in kJ/mol
 KB_KJMOL = 0.0083144626  # Boltzmann constant in kJ/mol/K
+HARTREE_TO_KJMOL = 2625.499639  # 1 Hartree in kJ/mol (CODATA 2018)
+BOHR_NM = 0.0529177210903  # 1 Bohr in nm (CODATA 2018)
 
 
 def kT_kjmol(temperature: float) -> float:
@@ -247,3 +255,122 @@ class OpenMMPotential:
             f = np.concatenate([p[1] for p in parts])
         kw = {"device": x.device, "dtype": x.dtype}
         return EnergyForces(energy=torch.as_tensor(e, **kw), forces=torch.as_tensor(f, **kw))
+
+
+class TBLitePotential:
+    """Semi-empirical tight binding (GFN2-xTB or GFN1-xTB) through `tblite`, whose parameters ship in its wheel.
+
+    numbers: (N,) atomic numbers; charge: total charge (e.g. -1 for Cl- + CH3Cl); uhf: unpaired electrons;
+    temperature: K (sets kT). x: (B, 3 N) in nm -> energies (B,) kJ/mol, forces (B, 3 N) kJ/mol/nm, one
+    single-point calculation per configuration, spread over `workers` threads.
+
+    A configuration whose SCF does not converge is retried with Fermi smearing at `retry_smearing` K (counted in
+    `n_retried`); if that fails too its energy and forces are NaN and it is counted in `n_failed` (samplers treat
+    NaN forces as zero).
+    """
+
+    def __init__(
+        self,
+        numbers,
+        *,
+        charge: float = 0.0,
+        uhf: int = 0,
+        method: str = "GFN2-xTB",
+        temperature: float = 300.0,
+        workers: int = 1,
+        retry_smearing: float = 5000.0,
+    ) -> None:
+        from tblite.interface import Calculator
+
+        z = np.asarray(numbers)
+        if z.ndim != 1 or z.size == 0 or not np.issubdtype(z.dtype, np.integer) or (z < 1).any() or (z > 86).any():
+            raise ValueError(f"numbers: expected a 1-D list of atomic numbers in 1..86, got {numbers!r}")
+        if method not in ("GFN2-xTB", "GFN1-xTB"):
+            raise ValueError(f"method: expected 'GFN2-xTB' or 'GFN1-xTB', got {method!r}")
+        if not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers: expected a positive integer, got {workers!r}")
+        self._calculator = Calculator
+        self.numbers, self.charge, self.uhf, self.method = z.astype(np.int64), float(charge), int(uhf), method
+        self.n_atoms = len(z)
+        self.dim = 3 * self.n_atoms
+        self.kT = kT_kjmol(temperature)
+        self.retry_smearing = float(retry_smearing)
+        # tblite's OpenMP runtime would start one thread per core for every 6-atom call: one per worker instead
+        self._pool = ThreadPoolExecutor(workers, initializer=threadpool_limits, initargs=(1, "openmp"))
+        self.n_evals = 0
+        self.n_retried = 0
+        self.n_failed = 0
+
+    def _single(self, pos_nm: np.ndarray) -> tuple[float, np.ndarray]:
+        from tblite.exceptions import TBLiteRuntimeError
+
+        bohr = pos_nm.reshape(-1, 3) / BOHR_NM
+        for smearing in (None, self.retry_smearing):
+            calc = self._calculator(self.method, self.numbers, bohr, charge=self.charge, uhf=self.uhf)
+            calc.set("verbosity", 0)
+            if smearing is not None:
+                calc.set("temperature", smearing * 3.166811563e-6)  # K -> Hartree
+            try:
+                res = calc.singlepoint()
+            except TBLiteRuntimeError:
+                self.n_retried += smearing is None
+                continue
+            grad = res.get("gradient") * (HARTREE_TO_KJMOL / BOHR_NM)
+            return float(res.get("energy")) * HARTREE_TO_KJMOL, -grad.ravel()
+        self.n_failed += 1
+        return math.nan, np.full(self.dim, math.nan)
+
+    def energy_and_forces(self, x: torch.Tensor) -> EnergyForces:
+        if isinstance(x, torch.Tensor) and x.dim() == 2 and x.shape[1] != self.dim and x.shape[1] % 3 == 0:
+            raise ValueError(f"x: {x.shape[1] // 3} atoms given, the system has {self.n_atoms} (D = {self.dim})")
+        _check_batch(x, self.dim)
+        xs = x.detach().to("cpu", torch.float64).numpy()
+        self.n_evals += len(xs)
+        parts = list(self._pool.map(self._single, xs))
+        kw = {"device": x.device, "dtype": x.dtype}
+        energy = torch.as_tensor(np.array([p[0] for p in parts]), **kw)
+        return EnergyForces(energy=energy, forces=torch.as_tensor(np.stack([p[1] for p in parts]), **kw))
+
+
+class DistanceWalls:
+    """A potential plus flat-bottom harmonic walls 0.5 k (d_ij - upper)^2 for d_ij > upper (kJ/mol, nm).
+
+    walls: ((i, j, upper), ...) atom pairs and their upper distances; they keep a gas-phase complex from
+    dissociating, so that its free energy along a reaction coordinate is defined. Same protocol as `base`.
+    """
+
+    def __init__(self, base, walls, *, k: float = 5000.0) -> None:
+        self.base, self.k = base, float(k)
+        self.walls = tuple((int(i), int(j), float(u)) for i, j, u in walls)
+        n = base.dim // 3
+        for i, j, u in self.walls:
+            if not (0 <= i < n and 0 <= j < n and i != j and u > 0):
+                raise ValueError(
+                    f"walls: expected distinct atom indices below {n} and a positive distance, got {(i, j, u)}"
+                )
+        self.dim, self.kT = base.dim, base.kT
+
+    @property
+    def n_evals(self) -> int:
+        return self.base.n_evals
+
+    @n_evals.setter
+    def n_evals(self, value: int) -> None:
+        self.base.n_evals = value
+
+    def wall_energy(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, D) -> (B,) wall energy (kJ/mol)."""
+        atoms = x.view(len(x), -1, 3)
+        e = torch.zeros(len(x), dtype=x.dtype, device=x.device)
+        for i, j, upper in self.walls:
+            excess = ((atoms[:, i] - atoms[:, j]).norm(dim=-1) - upper).clamp_min(0)
+            e = e + 0.5 * self.k * excess**2
+        return e
+
+    def energy_and_forces(self, x: torch.Tensor) -> EnergyForces:
+        out = self.base.energy_and_forces(x)
+        with torch.enable_grad():
+            xg = x.detach().to(out.forces.dtype).requires_grad_(True)
+            wall = self.wall_energy(xg)
+            (grad,) = torch.autograd.grad(wall.sum(), xg)
+        return EnergyForces(energy=out.energy + wall.detach().to(out.energy), forces=out.forces - grad.to(out.forces))
