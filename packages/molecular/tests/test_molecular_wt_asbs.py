@@ -35,8 +35,9 @@ from flowlab.molecular.wt_asbs import (
     WellTemperedBias,
     delta_f_from_samples,
     kT_kjmol,
+    langevin,
+    mirror,
     pmf_quadrature,
-    product,
     reaction_cv,
     reweight,
     sn2_potential,
@@ -420,36 +421,51 @@ def test_cli_metad_then_evaluate(tmp_path):
 # --- GFN2-xTB (tblite) and the SN2 system ----------------------------------------------------------------
 
 
-def test_tblite_forces_are_minus_the_energy_gradient_and_units_are_kjmol_nm():
+def test_unit_constants_are_codata():
+    from scipy import constants as c
+
+    assert pytest.approx(c.physical_constants["Hartree energy"][0] * c.N_A / 1000, rel=1e-9) == HARTREE_TO_KJMOL
+    assert pytest.approx(c.physical_constants["Bohr radius"][0] * 1e9, rel=1e-9) == BOHR_NM
+
+
+def test_tblite_forces_are_minus_the_energy_gradient_and_match_tblite_in_its_units():
     pot = TBLitePotential(NUMBERS_SN2, charge=-1, workers=2)
     x = REACTANT + 0.003 * torch.randn(2, 18, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     out = pot.energy_and_forces(x)
-    assert pot.n_evals == 2 and pot.n_failed == 0
-    # central differences on a few coordinates (the SCF is converged to ~1e-6 Hartree, so eps = 1e-4 nm)
+    assert pot.n_evals == 2 and pot.n_failed == 0 and pot.n_retried == 0
+    # central differences (eps = 1e-4 nm) on a few coordinates; forces are O(100) kJ/mol/nm here
     for j in (0, 4, 8, 13):
         e = torch.zeros_like(x)
         e[:, j] = 1e-4
         fd = (pot.energy_and_forces(x + e).energy - pot.energy_and_forces(x - e).energy) / 2e-4
         torch.testing.assert_close(out.forces[:, j], -fd, rtol=1e-3, atol=0.5)
-    # units: the same structure in Bohr and Hartree straight from tblite
+    # the same structure in Bohr and Hartree straight from tblite (its gradient is dE/dx in Hartree/Bohr)
     from tblite.interface import Calculator
 
-    calc = Calculator("GFN2-xTB", np.array(NUMBERS_SN2), REACTANT.reshape(6, 3).numpy() / BOHR_NM, charge=-1.0)
+    calc = Calculator("GFN2-xTB", np.array(NUMBERS_SN2), REACTANT.reshape(6, 3).numpy() / 0.0529177210903, charge=-1)
     calc.set("verbosity", 0)
-    hartree = calc.singlepoint().get("energy")
-    assert float(pot.energy_and_forces(REACTANT).energy[0]) == pytest.approx(hartree * HARTREE_TO_KJMOL, abs=1e-6)
+    res = calc.singlepoint()
+    ours = pot.energy_and_forces(REACTANT)
+    assert float(ours.energy[0]) == pytest.approx(res.get("energy") * 2625.499639, abs=1e-3)
+    torch.testing.assert_close(
+        ours.forces[0], torch.as_tensor(-res.get("gradient").ravel() * 2625.499639 / 0.0529177210903), atol=1e-2, rtol=0
+    )
 
 
-def test_sn2_mirror_image_has_the_same_energy_and_opposite_coordinate():
+def test_sn2_reactant_is_relaxed_and_its_mirror_image_is_the_product():
     pot, cv = sn2_potential(workers=1), reaction_cv()
-    both = torch.cat([REACTANT, product(REACTANT)])
-    out = pot.energy_and_forces(both)
-    assert float(out.energy[0]) == pytest.approx(float(out.energy[1]), abs=1e-6)
+    out = pot.energy_and_forces(REACTANT)
+    # relaxed: every force component is below 20 kJ/mol/nm, while moving one atom by 0.01 nm off the minimum
+    # raises forces of ~1e3 kJ/mol/nm on the stiff C-H and C-Cl bonds
+    assert float(out.forces.abs().max()) < 20.0
+    kicked = REACTANT.clone()
+    kicked[0, 9] += 0.01  # an H atom along x
+    assert float(pot.energy_and_forces(kicked).forces.abs().max()) > 500.0
+    both = torch.cat([REACTANT, mirror(REACTANT)])
     xi = cv(both).ravel()
     assert float(xi[0]) == pytest.approx(-0.1175, abs=1e-3) and float(xi[1]) == pytest.approx(-float(xi[0]), abs=1e-12)
-    # the shipped reactant complex is relaxed: every force component is small next to a C-H bond's 1e5 kJ/mol/nm^2
-    assert float(out.forces[0].abs().max()) < 20.0
-    torch.testing.assert_close(product(product(both)), both)
+    assert pot.energy_and_forces(both).energy[1].item() == pytest.approx(out.energy[0].item(), abs=1e-3)
+    torch.testing.assert_close(mirror(mirror(both)), both)
 
 
 class _Zero:
@@ -478,11 +494,26 @@ def test_distance_walls_are_flat_inside_and_harmonic_outside():
         DistanceWalls(_Zero(6), ((0, 6, 0.3),))
 
 
+def test_langevin_steps_over_a_failed_energy_evaluation():
+    class _Failing(FourWell):
+        def energy_and_forces(self, x):
+            out = super().energy_and_forces(x)
+            return EnergyForces(out.energy, torch.full_like(out.forces, float("nan")))
+
+    gen = torch.Generator().manual_seed(0)
+    res = langevin(_Failing(), torch.zeros(4, 2), steps=10, dt=1e-3, generator=gen, record_every=5)
+    assert res.samples.shape == (8, 2) and bool(torch.isfinite(res.samples).all())
+
+
 def test_tblite_errors_are_clear():
     with pytest.raises(ValueError, match="numbers"):
         TBLitePotential([6, 0, 1])
     with pytest.raises(ValueError, match="method"):
         TBLitePotential([1, 1], method="GFN3")
+    with pytest.raises(ValueError, match="uhf"):
+        TBLitePotential(NUMBERS_SN2, charge=-1, uhf=1)  # 44 electrons cannot hold one unpaired electron
+    with pytest.raises(ValueError, match="charge"):
+        TBLitePotential(NUMBERS_SN2, charge=-0.5)
     pot = TBLitePotential(NUMBERS_SN2, charge=-1)
     with pytest.raises(ValueError, match="5 atoms given"):
         pot.energy_and_forces(torch.zeros(1, 15))
@@ -514,6 +545,9 @@ def test_sn2_scenario_runs_end_to_end_on_a_tiny_budget(tmp_path):
     assert res.metrics["evals"] == 2 * 8 and res.metrics["hills"] == 3 * 8
     assert res.baselines["WTMetaD (Langevin)"]["evals"] == 2 * 40
     assert set(res.baselines) == {"WTMetaD (Langevin)", "Langevin MD", "ASBS"}
+    for row in (res.metrics, *res.baselines.values()):
+        assert math.isfinite(row["dF_err"]) and math.isfinite(row["median_excess_energy_kT"]) and row["scf_failed"] == 0
+    assert math.isfinite(res.baselines["WTMetaD (Langevin)"]["pmf_asymmetry"])
 
 
 def test_cli_sample_then_evaluate_sn2(tmp_path, monkeypatch):

@@ -29,7 +29,7 @@ from flowlab.molecular.wt_asbs.potentials import (
     kT_kjmol,
 )
 from flowlab.molecular.wt_asbs.reference import LangevinResult, MetadResult, langevin, openmm_md, openmm_wtmetad
-from flowlab.molecular.wt_asbs.sn2 import REACTANT, product, reaction_cv, sn2_potential
+from flowlab.molecular.wt_asbs.sn2 import REACTANT, mirror, reaction_cv, sn2_potential
 
 __all__ = [
     "ASBS",
@@ -66,11 +66,11 @@ __all__ = [
     "fes_rmse",
     "kT_kjmol",
     "langevin",
+    "mirror",
     "openmm_md",
     "openmm_wtmetad",
     "pmf_from_samples",
     "pmf_quadrature",
-    "product",
     "reaction_cv",
     "reweight",
     "sn2_potential",

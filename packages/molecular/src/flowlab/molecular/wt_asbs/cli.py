@@ -22,7 +22,6 @@ from flowlab.molecular.wt_asbs.benchmarks import (
     ALDP,
     ALDP_BASINS,
     SN2,
-    SN2_BASINS,
     TOY,
     _fes_df,
     _sn2_bias,
@@ -33,7 +32,7 @@ from flowlab.molecular.wt_asbs.bias import WellTemperedBias
 from flowlab.molecular.wt_asbs.cvs import CVSet, LinearCV, TorsionCV
 from flowlab.molecular.wt_asbs.potentials import OpenMMPotential
 from flowlab.molecular.wt_asbs.reference import PHI, PSI, openmm_wtmetad
-from flowlab.molecular.wt_asbs.sn2 import REACTANT, reaction_cv, sn2_potential
+from flowlab.molecular.wt_asbs.sn2 import REACTANT, WELLS, reaction_cv, sn2_potential, well_fractions
 
 SYSTEMS = ("aldp", "sn2", "mueller-brown", "four-well", "four-well-5d")
 
@@ -181,10 +180,8 @@ def evaluate(
                 report[f"dF_{name}_kjmol"] = cfg["kT"] * delta_f_from_samples(s, ALDP_BASINS["C7eq"], box, weights=w)
     elif cfg["system"] == "sn2":
         xi = s[:, 0]
-        report["dF_product_kT"] = delta_f_from_samples(xi, SN2_BASINS["reactant"], SN2_BASINS["product"], weights=w)
-        report["well_fractions"] = {
-            k: float(((xi >= lo) & (xi <= hi)).double().mean()) for k, (lo, hi) in SN2_BASINS.items()
-        }
+        report["dF_product_kT"] = delta_f_from_samples(xi, WELLS["reactant"], WELLS["product"], weights=w)
+        report["well_fractions"] = well_fractions(xi, w)
     else:
         a, b = _TOY_INTERVALS[cfg["system"]]
         pot = make_toy(cfg["system"])

@@ -39,6 +39,7 @@ EV_TO_KJMOL = 96.48533212  # 1 eV in kJ/mol
 KB_KJMOL = 0.0083144626  # Boltzmann constant in kJ/mol/K
 HARTREE_TO_KJMOL = 2625.499639  # 1 Hartree in kJ/mol (CODATA 2018)
 BOHR_NM = 0.0529177210903  # 1 Bohr in nm (CODATA 2018)
+KB_HARTREE = KB_KJMOL / HARTREE_TO_KJMOL  # Boltzmann constant in Hartree/K
 
 
 def kT_kjmol(temperature: float) -> float:
@@ -67,7 +68,10 @@ class Potential(Protocol):
     def energy_and_forces(self, x: torch.Tensor) -> EnergyForces: ...
 
 
-def _check_batch(x: torch.Tensor, dim: int) -> None:
+def _check_batch(x: torch.Tensor, dim: int, *, atoms: int | None = None) -> None:
+    """x: (B, dim) finite; with `atoms`, a wrong multiple of 3 columns is reported as a wrong atom count."""
+    if atoms is not None and isinstance(x, torch.Tensor) and x.dim() == 2 and x.shape[1] != dim and x.shape[1] % 3 == 0:
+        raise ValueError(f"x: {x.shape[1] // 3} atoms given, the system has {atoms} (D = {dim})")
     if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != dim:
         shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"x: expected shape (B, {dim}), got {shape}")
@@ -241,9 +245,7 @@ class OpenMMPotential:
         return torch.as_tensor(np.asarray(pos), dtype=torch.float64).reshape(1, -1)
 
     def energy_and_forces(self, x: torch.Tensor) -> EnergyForces:
-        if isinstance(x, torch.Tensor) and x.dim() == 2 and x.shape[1] != self.dim and x.shape[1] % 3 == 0:
-            raise ValueError(f"x: {x.shape[1] // 3} atoms given, the topology has {self.n_atoms} (D = {self.dim})")
-        _check_batch(x, self.dim)
+        _check_batch(x, self.dim, atoms=self.n_atoms)
         xs = x.detach().to("cpu", torch.float64).numpy()
         self.n_evals += len(xs)
         if self._pool is None:
@@ -260,13 +262,13 @@ class OpenMMPotential:
 class TBLitePotential:
     """Semi-empirical tight binding (GFN2-xTB or GFN1-xTB) through `tblite`, whose parameters ship in its wheel.
 
-    numbers: (N,) atomic numbers; charge: total charge (e.g. -1 for Cl- + CH3Cl); uhf: unpaired electrons;
-    temperature: K (sets kT). x: (B, 3 N) in nm -> energies (B,) kJ/mol, forces (B, 3 N) kJ/mol/nm, one
-    single-point calculation per configuration, spread over `workers` threads.
+    numbers: (N,) atomic numbers; charge: total charge (e.g. -1 for Cl- + CH3Cl); uhf: unpaired electrons (their
+    parity must match the electron count); temperature: K (sets kT). x: (B, 3 N) in nm -> energies (B,) kJ/mol,
+    forces (B, 3 N) kJ/mol/nm, one single-point calculation per configuration, spread over `workers` threads.
 
-    A configuration whose SCF does not converge is retried with Fermi smearing at `retry_smearing` K (counted in
-    `n_retried`); if that fails too its energy and forces are NaN and it is counted in `n_failed` (samplers treat
-    NaN forces as zero).
+    A configuration whose SCF does not converge is retried with Fermi smearing at `retry_smearing` K, a slightly
+    different surface (0.8 kT lower at the SN2 reactant complex; counted in `n_retried`). If that fails too its
+    energy and forces are NaN (counted in `n_failed`); ASBS and `langevin` treat NaN forces as zero.
     """
 
     def __init__(
@@ -287,10 +289,17 @@ class TBLitePotential:
             raise ValueError(f"numbers: expected a 1-D list of atomic numbers in 1..86, got {numbers!r}")
         if method not in ("GFN2-xTB", "GFN1-xTB"):
             raise ValueError(f"method: expected 'GFN2-xTB' or 'GFN1-xTB', got {method!r}")
+        if not (isinstance(charge, int | float) and float(charge).is_integer()):
+            raise ValueError(f"charge: expected a whole number, got {charge!r}")
+        electrons = int(z.sum()) - int(charge)
+        if not isinstance(uhf, int) or uhf < 0 or electrons < 0 or (electrons - uhf) % 2:
+            raise ValueError(f"uhf: {uhf!r} unpaired electrons do not fit {electrons} electrons (charge {charge})")
+        if not retry_smearing > 0:
+            raise ValueError(f"retry_smearing: expected a positive temperature in kelvin, got {retry_smearing!r}")
         if not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers: expected a positive integer, got {workers!r}")
         self._calculator = Calculator
-        self.numbers, self.charge, self.uhf, self.method = z.astype(np.int64), float(charge), int(uhf), method
+        self.numbers, self.charge, self.uhf, self.method = z.astype(np.int64), float(charge), uhf, method
         self.n_atoms = len(z)
         self.dim = 3 * self.n_atoms
         self.kT = kT_kjmol(temperature)
@@ -301,54 +310,68 @@ class TBLitePotential:
         self.n_retried = 0
         self.n_failed = 0
 
-    def _single(self, pos_nm: np.ndarray) -> tuple[float, np.ndarray]:
+    def _single(self, pos_nm: np.ndarray) -> tuple[float, np.ndarray, int]:
+        """pos_nm: (3 N,) -> (energy kJ/mol, forces (3 N,) kJ/mol/nm, SCF attempts that did not converge)."""
         from tblite.exceptions import TBLiteRuntimeError
 
         bohr = pos_nm.reshape(-1, 3) / BOHR_NM
-        for smearing in (None, self.retry_smearing):
+        for attempt, smearing in enumerate((None, self.retry_smearing)):
             calc = self._calculator(self.method, self.numbers, bohr, charge=self.charge, uhf=self.uhf)
             calc.set("verbosity", 0)
             if smearing is not None:
-                calc.set("temperature", smearing * 3.166811563e-6)  # K -> Hartree
+                calc.set("temperature", smearing * KB_HARTREE)
             try:
                 res = calc.singlepoint()
-            except TBLiteRuntimeError:
-                self.n_retried += smearing is None
+            except TBLiteRuntimeError as err:
+                if "SCF not converged" not in str(err):
+                    raise ValueError(f"x: tblite rejected the configuration: {err}") from err
                 continue
             grad = res.get("gradient") * (HARTREE_TO_KJMOL / BOHR_NM)
-            return float(res.get("energy")) * HARTREE_TO_KJMOL, -grad.ravel()
-        self.n_failed += 1
-        return math.nan, np.full(self.dim, math.nan)
+            return float(res.get("energy")) * HARTREE_TO_KJMOL, -grad.ravel(), attempt
+        return math.nan, np.full(self.dim, math.nan), 2
 
     def energy_and_forces(self, x: torch.Tensor) -> EnergyForces:
-        if isinstance(x, torch.Tensor) and x.dim() == 2 and x.shape[1] != self.dim and x.shape[1] % 3 == 0:
-            raise ValueError(f"x: {x.shape[1] // 3} atoms given, the system has {self.n_atoms} (D = {self.dim})")
-        _check_batch(x, self.dim)
+        _check_batch(x, self.dim, atoms=self.n_atoms)
         xs = x.detach().to("cpu", torch.float64).numpy()
         self.n_evals += len(xs)
         parts = list(self._pool.map(self._single, xs))
+        self.n_retried += sum(p[2] >= 1 for p in parts)
+        self.n_failed += sum(p[2] == 2 for p in parts)
         kw = {"device": x.device, "dtype": x.dtype}
         energy = torch.as_tensor(np.array([p[0] for p in parts]), **kw)
         return EnergyForces(energy=energy, forces=torch.as_tensor(np.stack([p[1] for p in parts]), **kw))
 
 
 class DistanceWalls:
-    """A potential plus flat-bottom harmonic walls 0.5 k (d_ij - upper)^2 for d_ij > upper (kJ/mol, nm).
+    """A molecular potential plus flat-bottom harmonic walls 0.5 k (d_ij - upper)^2 for d_ij > upper (kJ/mol, nm).
 
-    walls: ((i, j, upper), ...) atom pairs and their upper distances; they keep a gas-phase complex from
-    dissociating, so that its free energy along a reaction coordinate is defined. Same protocol as `base`.
+    walls: ((i, j, upper), ...) atom pairs and their upper distances (nm); they keep a gas-phase complex from
+    dissociating, so that its free energy along a reaction coordinate is defined. k: kJ/mol/nm^2. Same protocol as
+    `base`, whose counters (`n_evals`, and `n_retried` / `n_failed` where it has them) it shares.
     """
 
     def __init__(self, base, walls, *, k: float = 5000.0) -> None:
-        self.base, self.k = base, float(k)
-        self.walls = tuple((int(i), int(j), float(u)) for i, j, u in walls)
+        if base.dim % 3:
+            raise ValueError(f"base: expected a molecular potential (D = 3 N), got D = {base.dim}")
+        if not k > 0:
+            raise ValueError(f"k: expected a positive force constant, got {k!r}")
         n = base.dim // 3
+        try:
+            self.walls = tuple((int(i), int(j), float(u)) for i, j, u in walls)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"walls: expected (i, j, upper) triples, got {walls!r}") from err
         for i, j, u in self.walls:
             if not (0 <= i < n and 0 <= j < n and i != j and u > 0):
                 raise ValueError(
                     f"walls: expected distinct atom indices below {n} and a positive distance, got {(i, j, u)}"
                 )
+        self.base, self.k = base, float(k)
         self.dim, self.kT = base.dim, base.kT
+
+    def __getattr__(self, name: str):
+        if name in ("n_retried", "n_failed"):
+            return getattr(self.base, name)
+        raise AttributeError(name)
 
     @property
     def n_evals(self) -> int:
@@ -360,7 +383,7 @@ class DistanceWalls:
 
     def wall_energy(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, D) -> (B,) wall energy (kJ/mol)."""
-        atoms = x.view(len(x), -1, 3)
+        atoms = x.reshape(len(x), -1, 3)
         e = torch.zeros(len(x), dtype=x.dtype, device=x.device)
         for i, j, upper in self.walls:
             excess = ((atoms[:, i] - atoms[:, j]).norm(dim=-1) - upper).clamp_min(0)
@@ -368,6 +391,7 @@ class DistanceWalls:
         return e
 
     def energy_and_forces(self, x: torch.Tensor) -> EnergyForces:
+        """x: (B, D) -> base energy + walls (B,), forces (B, D)."""
         out = self.base.energy_and_forces(x)
         with torch.enable_grad():
             xg = x.detach().to(out.forces.dtype).requires_grad_(True)

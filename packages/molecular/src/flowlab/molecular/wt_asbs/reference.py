@@ -45,6 +45,7 @@ def langevin(
     """Overdamped Langevin x <- x - grad(E + V) dt / kT + sqrt(2 dt) z for W walkers x_init: (W, D).
 
     With `bias`, every walker deposits a well-tempered hill every `deposit_every` steps (multiple-walker WTMetaD).
+    NaN forces (an energy engine that failed on a configuration) count as zero for that step.
     """
     if (bias is None) != (cvs is None):
         raise ValueError("bias, cvs: give both (metadynamics) or neither (plain Langevin)")
@@ -54,7 +55,7 @@ def langevin(
     x = x_init.clone()
     recs, vals = [], []
     for i in range(steps):
-        grad = -potential.energy_and_forces(x).forces
+        grad = torch.nan_to_num(-potential.energy_and_forces(x).forces, nan=0.0)  # a failed SCF: no force this step
         if bias is not None:
             s = cvs(x.to(bias.values))
             grad = grad + cvs.pullback(x, bias(s).grad).to(grad)

@@ -1,4 +1,4 @@
-"""The gas-phase identity SN2 reaction Cl_a- + CH3Cl_b <-> Cl_a-CH3 + Cl_b- on GFN2-xTB (`tblite`).
+"""The gas-phase identity SN2 reaction Cl_b- + CH3-Cl_a <-> Cl_b-CH3 + Cl_a- on GFN2-xTB (`tblite`).
 
 Atoms (0..5): C, Cl_a, Cl_b, H, H, H; total charge -1. Reaction coordinate xi = d(C-Cl_a) - d(C-Cl_b) (nm): the
 reactant complex (CH3-Cl_a ... Cl_b-) sits at xi = -0.117 nm, its mirror image, the product complex, at +0.117 nm,
@@ -16,11 +16,23 @@ import torch
 from flowlab.molecular.wt_asbs.cvs import CVSet, DistanceDifferenceCV
 from flowlab.molecular.wt_asbs.potentials import DistanceWalls, TBLitePotential
 
-__all__ = ["NUMBERS", "REACTANT", "WALL_NM", "product", "reaction_cv", "sn2_potential"]
+__all__ = [
+    "CHARGE",
+    "NUMBERS",
+    "REACTANT",
+    "WALL_NM",
+    "WELLS",
+    "mirror",
+    "reaction_cv",
+    "sn2_potential",
+    "well_fractions",
+]
 
 NUMBERS = (6, 17, 17, 1, 1, 1)
 CHARGE = -1
 WALL_NM = 0.35
+#: reaction-coordinate intervals (nm) of the reactant and product wells (minima at -/+ 0.117 nm)
+WELLS = {"reactant": (-0.2, -0.05), "product": (0.05, 0.2)}
 
 #: reactant ion-dipole complex (nm), relaxed with GFN2-xTB (L-BFGS, tblite 0.8): d(C-Cl_a) 0.1772, d(C-Cl_b) 0.2947
 REACTANT = torch.tensor(
@@ -47,9 +59,15 @@ def reaction_cv() -> CVSet:
     return CVSet([DistanceDifferenceCV((0, 1), (0, 2))])
 
 
-def product(x: torch.Tensor) -> torch.Tensor:
+def mirror(x: torch.Tensor) -> torch.Tensor:
     """The mirror image of configurations x: (B, 18) under x -> -x with the two chlorines swapped: xi -> -xi, same
-    energy. Maps the reactant complex onto the product complex."""
+    energy. An involution that maps the reactant complex onto the product complex and back."""
     atoms = -x.reshape(len(x), -1, 3).clone()
     atoms[:, [1, 2]] = atoms[:, [2, 1]]
     return atoms.reshape(x.shape)
+
+
+def well_fractions(xi: torch.Tensor, weights: torch.Tensor | None = None) -> dict[str, float]:
+    """Share of the (weighted) samples in each of `WELLS`. xi: (N,) reaction coordinates; weights: (N,) or None."""
+    w = torch.ones_like(xi) if weights is None else weights.to(xi)
+    return {k: float(w[(xi >= lo) & (xi <= hi)].sum() / w.sum()) for k, (lo, hi) in WELLS.items()}
