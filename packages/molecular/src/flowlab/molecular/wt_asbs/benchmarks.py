@@ -202,10 +202,10 @@ _TOY_COMMON = {
     "source_std": 0.01,
     "n_eval": 2000,
     "walkers": 16,
-    "md_dt": 5e-4,
-    "md_hill_height": 0.2,
-    "md_hill_sigma": 0.1,
-    "md_deposit_every": 50,
+    "md_dt": 4e-3,
+    "md_hill_height": 0.1,
+    "md_hill_sigma": 0.2,
+    "md_deposit_every": 10,
     "md_record_every": 10,
 }
 _TOY_DIRECTIONS = {
@@ -232,7 +232,7 @@ TOY = Scenario(
                 "skip_epochs": 4,
                 "lr": 3e-3,
             },
-            "md_steps": 4000,
+            "md_steps": 8000,
         },
         "full": {
             **_TOY_COMMON,
