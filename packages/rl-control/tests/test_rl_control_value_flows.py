@@ -224,3 +224,16 @@ def test_dcfm_fixed_point_for_point_mass_returns():
     unscaled = dcfm_loss(velocity_fn, rewards, masks, gamma, t, next_z_t, next_v)
     torch.testing.assert_close(unscaled, ((1 - gamma) * (c - eps)).square())
     assert (dcfm_loss(velocity_fn, rewards, torch.zeros_like(masks), gamma, t, next_z_t, next_v) == 0).all()
+
+
+def test_seeded_agent_initialisation_ignores_earlier_global_draws():
+    config = AgentConfig(method="value_flows", obs_dim=3, act_dim=1, r_min=-1.0, r_max=1.0, gamma=0.9, hidden=(16,))
+    first = make_agent(config, seed=7)
+    torch.rand(1000)  # another agent, a data shuffle, ... consumes the global RNG in between
+    state = torch.random.get_rng_state()
+    second = make_agent(config, seed=7)
+    assert torch.equal(torch.random.get_rng_state(), state)  # the global RNG is left where it was
+    for p, q in zip(first.parameters(), second.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=0, atol=0)
+    other = make_agent(config, seed=8)
+    assert any(not torch.equal(p, q) for p, q in zip(first.parameters(), other.parameters(), strict=True))

@@ -287,9 +287,14 @@ class IQNAgent(_Agent):
 _AGENTS = {"value_flows": ValueFlowsAgent, "c51": C51Agent, "iqn": IQNAgent, "td": TDAgent}
 
 
-def make_agent(config: AgentConfig) -> _Agent:
-    """Build the agent named by `config.method`."""
-    return _AGENTS[config.method](config)
+def make_agent(config: AgentConfig, *, seed: int | None = None) -> _Agent:
+    """Build the agent named by `config.method`. With `seed`, its networks are initialised from that seed alone
+    (independent of earlier draws from torch's global RNG, which is left untouched)."""
+    if seed is None:
+        return _AGENTS[config.method](config)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return _AGENTS[config.method](config)
 
 
 def train_agent(

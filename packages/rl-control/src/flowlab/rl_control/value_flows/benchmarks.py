@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +29,11 @@ _PAPER = {
 
 def _seeded(ctx: BenchContext, offset: int) -> torch.Generator:
     return torch.Generator().manual_seed(ctx.seed * 1000 + offset)
+
+
+def _init_seed(seed: int, name: str) -> int:
+    """Network-initialisation seed of agent `name`: the same whichever agents run before it."""
+    return seed * 1000 + zlib.crc32(name.encode()) % 1000
 
 
 def run_chain(ctx: BenchContext) -> BenchResult:
@@ -56,7 +62,7 @@ def run_chain(ctx: BenchContext) -> BenchResult:
                 next_action="dataset",
                 **overrides,
             )
-            agent = make_agent(config)
+            agent = make_agent(config, seed=_init_seed(ctx.seed, name))
             t0 = time.perf_counter()
             fitres = train_agent(
                 agent,
@@ -124,7 +130,7 @@ def run_control(ctx: BenchContext) -> BenchResult:
                     num_action_samples=int(cfg["num_action_samples"]),
                     **overrides,
                 )
-                agent = make_agent(config)
+                agent = make_agent(config, seed=_init_seed(seed, name))
                 train_agent(
                     agent,
                     data,

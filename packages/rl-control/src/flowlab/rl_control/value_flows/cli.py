@@ -74,7 +74,7 @@ def train_cmd(
             gamma=gamma,
             next_action="dataset" if chain else "policy",
         )
-        agent = make_agent(config)
+        agent = make_agent(config, seed=seed)
         res = train_agent(
             agent,
             data,
