@@ -63,8 +63,9 @@ def make_toy(name: str):
     raise ValueError(f"system: expected mueller-brown|four-well|four-well-5d, got {name!r}")
 
 
-def _toy_bias(pot, cfg, *, metad: bool = False) -> WellTemperedBias:
-    (lo, hi), _ = pot.box
+def _cv_bias(lo: float, hi: float, cfg, *, kT: float, metad: bool = False) -> WellTemperedBias:
+    """A 1-D well-tempered bias on [lo, hi] with cfg["bias_bins"] nodes and the sampler's (hill_*) or the
+    metadynamics reference's (md_hill_*) hill sigma and height."""
     return WellTemperedBias(
         lo,
         hi,
@@ -72,8 +73,14 @@ def _toy_bias(pot, cfg, *, metad: bool = False) -> WellTemperedBias:
         sigma=cfg["md_hill_sigma" if metad else "hill_sigma"],
         height=cfg["md_hill_height" if metad else "hill_height"],
         bias_factor=cfg["bias_factor"],
-        kT=1.0,
+        kT=kT,
     )
+
+
+def _toy_bias(pot, cfg, *, metad: bool = False) -> WellTemperedBias:
+    """The bias on a toy's CV x over its box (energies in kT)."""
+    (lo, hi), _ = pot.box
+    return _cv_bias(lo, hi, cfg, kT=1.0, metad=metad)
 
 
 def _run_one_toy(name: str, cfg, ctx: BenchContext):
@@ -469,14 +476,6 @@ ALDP = Scenario(
 # --- SN2 on GFN2-xTB -----------------------------------------------------------------------------------------
 
 
-def _sn2_bias(cfg, kT: float, *, metad: bool = False) -> WellTemperedBias:
-    lo, hi = cfg["grid_range"]
-    height = cfg["md_hill_height" if metad else "hill_height"]
-    return WellTemperedBias(
-        lo, hi, cfg["grid"], sigma=cfg["hill_sigma"], height=height, bias_factor=cfg["bias_factor"], kT=kT
-    )
-
-
 def _sn2_row(pot, x: torch.Tensor, weights: torch.Tensor | None, *, evals: int, wall: float, e_min: float):
     """Metrics of samples x: (N, 18) with optional weights (N,): wells visited, product share, Delta F error,
     median energy above the minimum (kT; from at most 256 samples, not counted in `evals`), SCF failures."""
@@ -538,7 +537,7 @@ def run_sn2(ctx: BenchContext) -> BenchResult:
         w = reweight(bias(cv(res.samples)).value, kT) if bias is not None else None
         return _sn2_row(pot, res.samples, w, evals=res.energy_evals, wall=res.seconds, e_min=e_min)
 
-    metad = _sn2_bias(cfg, kT, metad=True)
+    metad = _cv_bias(*cfg["grid_range"], cfg, kT=kT, metad=True)
     out["WTMetaD (Langevin)"] = counted(lambda: md(metad))
     reference, extra = _bias_pmf_metrics(metad, kT)
     nodes = metad.nodes[0]
@@ -565,7 +564,7 @@ def run_sn2(ctx: BenchContext) -> BenchResult:
         w = reweight(bias(cv(x1)).value, kT) if bias is not None else None
         return _sn2_row(pot, x1, w, evals=evals, wall=wall, e_min=e_min)
 
-    wt = _sn2_bias(cfg, kT)
+    wt = _cv_bias(*cfg["grid_range"], cfg, kT=kT)
     ours = counted(lambda: asbs(wt))
     f, extra = _bias_pmf_metrics(wt, kT)
     ours.update(extra, pmf_rmse_vs_metad=fes_rmse(f, reference, cutoff=cfg["pmf_cutoff"]), hills=float(wt.n_hills))
@@ -581,8 +580,8 @@ _SN2_ASBS = {
     "force_clip": _CLIP_100_PER_ANGSTROM,
 }  # fmt: skip
 _SN2_COMMON = {
-    "workers": 2, "grid": 150, "grid_range": (-0.3, 0.3), "hill_sigma": 0.01, "hill_height": 0.5,
-    "md_hill_height": 3.0,
+    "workers": 2, "bias_bins": 150, "grid_range": (-0.3, 0.3), "hill_sigma": 0.01, "hill_height": 0.5,
+    "md_hill_sigma": 0.01, "md_hill_height": 3.0,
     "bias_factor": 10.0, "sigma_max": 0.03, "sigma_min": 1e-4, "source_std": 0.003, "n_eval": 512,
     "md_dt": 2e-6, "md_deposit_every": 10, "pmf_cutoff": 20.0,
 }  # fmt: skip

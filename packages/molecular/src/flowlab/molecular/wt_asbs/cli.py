@@ -23,8 +23,8 @@ from flowlab.molecular.wt_asbs.benchmarks import (
     ALDP_BASINS,
     SN2,
     TOY,
+    _cv_bias,
     _fes_df,
-    _sn2_bias,
     _toy_bias,
     make_toy,
 )
@@ -83,7 +83,7 @@ def sample(
     elif system == "sn2":
         cfg = dict(SN2.variants[variant])
         pot, cvs = sn2_potential(workers=cfg["workers"]), reaction_cv()
-        wt = _sn2_bias(cfg, pot.kT)
+        wt = _cv_bias(*cfg["grid_range"], cfg, kT=pot.kT)
         kw = {"source_mean": REACTANT[0].float(), "atom_dim": 3}
     else:
         cfg = dict(TOY.variants[variant])

@@ -282,6 +282,7 @@ class TBLitePotential:
         workers: int = 1,
         retry_smearing: float = 5000.0,
     ) -> None:
+        from tblite.exceptions import TBLiteRuntimeError
         from tblite.interface import Calculator
 
         z = np.asarray(numbers)
@@ -298,7 +299,7 @@ class TBLitePotential:
             raise ValueError(f"retry_smearing: expected a positive temperature in kelvin, got {retry_smearing!r}")
         if not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers: expected a positive integer, got {workers!r}")
-        self._calculator = Calculator
+        self._calculator, self._scf_error = Calculator, TBLiteRuntimeError
         self.numbers, self.charge, self.uhf, self.method = z.astype(np.int64), float(charge), uhf, method
         self.n_atoms = len(z)
         self.dim = 3 * self.n_atoms
@@ -312,8 +313,6 @@ class TBLitePotential:
 
     def _single(self, pos_nm: np.ndarray) -> tuple[float, np.ndarray, int]:
         """pos_nm: (3 N,) -> (energy kJ/mol, forces (3 N,) kJ/mol/nm, SCF attempts that did not converge)."""
-        from tblite.exceptions import TBLiteRuntimeError
-
         bohr = pos_nm.reshape(-1, 3) / BOHR_NM
         for attempt, smearing in enumerate((None, self.retry_smearing)):
             calc = self._calculator(self.method, self.numbers, bohr, charge=self.charge, uhf=self.uhf)
@@ -322,7 +321,7 @@ class TBLitePotential:
                 calc.set("temperature", smearing * KB_HARTREE)
             try:
                 res = calc.singlepoint()
-            except TBLiteRuntimeError as err:
+            except self._scf_error as err:
                 if "SCF not converged" not in str(err):
                     raise ValueError(f"x: tblite rejected the configuration: {err}") from err
                 continue
