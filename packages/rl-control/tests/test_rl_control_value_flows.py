@@ -10,7 +10,7 @@ import torch
 
 from flowlab.core import grids
 from flowlab.core.solvers import JVPState, solve_ode
-from flowlab.rl_control.value_flows.agents import AgentConfig, make_agent
+from flowlab.rl_control.value_flows.agents import AgentConfig, make_agent, train_agent
 from flowlab.rl_control.value_flows.chain import ChainMDP
 from flowlab.rl_control.value_flows.data import OfflineDataset, load_dataset
 from flowlab.rl_control.value_flows.envs import make_vector_env
@@ -98,13 +98,46 @@ def test_jacobian_of_affine_field_is_exact(mode):
     torch.testing.assert_close(out.tangent, torch.full_like(x0, (1 + a / 10) ** 10))
 
 
-def test_clipping_keeps_every_intermediate_state_in_range():
+@pytest.mark.parametrize("noise_bound", [None, 0.0, 2.5])
+def test_clipping_keeps_every_intermediate_state_in_its_bounds(noise_bound):
+    """Literal clipping (None) keeps every state in [low, high]; the path envelope keeps the state at time t in
+    [t low - (1 - t) c, t high + (1 - t) c], which is [low, high] at t = 1."""
+
     def field(*, x, t):
         return 40 * torch.sign(x) + 5
 
     x0 = torch.linspace(-2, 2, 9)[:, None]
-    traj = solve_ode(field, x0, grids.uniform(10), method=clipped_euler(-1.0, 3.0), return_trajectory=True)
-    assert traj.states[1:].min() >= -1.0 and traj.states[1:].max() <= 3.0  # every state after a step
+    grid = grids.uniform(10)
+    method = clipped_euler(-1.0, 3.0, noise_bound=noise_bound)
+    traj = solve_ode(field, x0, grid, method=method, return_trajectory=True).states[1:, :, 0]  # (10, 9)
+    t = grid[1:, None]
+    lo, hi = (-1.0, 3.0) if noise_bound is None else (t * -1.0 - (1 - t) * noise_bound, t * 3.0 + (1 - t) * noise_bound)
+    assert (traj >= lo - 1e-6).all() and (traj <= hi + 1e-6).all()
+    assert traj[-1].min() >= -1.0 and traj[-1].max() <= 3.0
+    assert traj.min() < -0.5 and traj.max() > 2.5  # the field pushes against both bounds: the clip was active
+
+
+def test_path_envelope_keeps_the_law_that_a_range_clip_distorts():
+    """The exact linear-path field from N(0, 1) to N(m, s^2) inside a narrow return range [m - 5s, m + 5s]. Under the
+    path envelope the clipped Euler flow equals the unclipped one (its trajectories never leave the envelope) and,
+    with 100 steps, reaches the target law; clipping every state to the range clamps the noise at the first step and
+    collapses the spread."""
+    m, s = 2.0, 0.2
+
+    def field(*, x, t):
+        var = t**2 * s**2 + (1 - t) ** 2
+        mean_x1 = m + (t * s**2 / var)[:, None] * (x - (t * m)[:, None])
+        return (mean_x1 - x) / (1 - t)[:, None]
+
+    eps = torch.randn(20000, 1, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    lo, hi = m - 5 * s, m + 5 * s
+    for n in (10, 100):
+        grid = grids.uniform(n, dtype=torch.float64)
+        ours = solve_ode(field, eps, grid, method=clipped_euler(lo, hi, noise_bound=5.0))
+        torch.testing.assert_close(ours, solve_ode(field, eps, grid, method=clipped_euler(-1e9, 1e9)))
+        literal = solve_ode(field, eps, grid, method=clipped_euler(lo, hi))
+        assert float(literal.std()) < 0.4 * s and float(literal.mean()) > m + 0.1  # most samples pile up at one value
+    assert abs(float(ours.mean()) - m) < 0.01 and abs(float(ours.std()) / s - 1) < 0.03  # 100 Euler steps
 
 
 def test_confidence_weights_range_and_no_gradient():
@@ -237,3 +270,155 @@ def test_seeded_agent_initialisation_ignores_earlier_global_draws():
         torch.testing.assert_close(p, q, rtol=0, atol=0)
     other = make_agent(config, seed=8)
     assert any(not torch.equal(p, q) for p, q in zip(first.parameters(), other.parameters(), strict=True))
+
+
+def test_bcfm_critic_reaches_the_gaussian_return_law_of_a_two_state_mdp():
+    """State A moves to B, B loops on itself, both deterministically, with Gaussian rewards N(mu_s, sigma_s^2). The
+    return laws are Gaussian: Z(B) has mean mu_B / (1 - g) and variance sigma_B^2 / (1 - g^2), and Z(A) = r_A + g Z(B).
+    A critic trained with BCFM (policy evaluation) matches both means within 5% and both standard deviations within
+    20% (10-step Euler narrows a Gaussian: measured -10% and -13%).
+
+    DCFM is off here: with random rewards its path r + g phi'_t starts at r + g eps rather than eps, so no DCFM form
+    has this law as a fixed point (measured with lambda_d = 1: Z(A) mean 1.17 scaled, Z(B) 1.15 unscaled, vs 1.5, 1.0).
+    """
+    gamma, mu, sigma = 0.5, (1.0, 0.5), (0.5, 0.3)
+    g = torch.Generator().manual_seed(0)
+    n = 20000
+    state = torch.randint(2, (n,), generator=g)
+    reward = torch.tensor(mu)[state] + torch.tensor(sigma)[state] * torch.randn(n, generator=g)
+    zeros = np.zeros((n, 1), dtype=np.float32)
+    data = OfflineDataset(
+        observations=torch.nn.functional.one_hot(state, 2).float().numpy(),
+        actions=zeros,
+        rewards=reward.numpy(),
+        next_observations=torch.nn.functional.one_hot(torch.ones_like(state), 2).float().numpy(),
+        terminations=np.zeros(n, bool),
+        truncations=np.zeros(n, bool),
+        next_actions=zeros,
+    )
+    config = AgentConfig(
+        method="value_flows", obs_dim=2, act_dim=1, r_min=-1.0, r_max=3.0, gamma=gamma, v_range=(-3.0, 6.0),
+        hidden=(64, 64), lr=1e-3, tau=0.05, next_action="dataset", lambda_d=0.0,
+    )  # fmt: skip
+    agent = make_agent(config, seed=0)
+    train_agent(agent, data, steps=600, batch_size=256, generator=torch.Generator().manual_seed(1))
+    mean_b, var_b = mu[1] / (1 - gamma), sigma[1] ** 2 / (1 - gamma**2)
+    expected = {0: (mu[0] + gamma * mean_b, (sigma[0] ** 2 + gamma**2 * var_b) ** 0.5), 1: (mean_b, var_b**0.5)}
+    with torch.no_grad():
+        z = agent.sample_returns(torch.eye(2), torch.zeros(2, 1), 4000, generator=torch.Generator().manual_seed(2))
+    for s, (m, sd) in expected.items():
+        assert abs(float(z[s].mean()) / m - 1) < 0.05, (s, float(z[s].mean()), m)
+        assert abs(float(z[s].std()) / sd - 1) < 0.20, (s, float(z[s].std()), sd)
+
+
+@pytest.mark.parametrize("method", ["value_flows", "td"])
+def test_onestep_policy_trains_only_the_actor_and_acts_in_one_call(method):
+    """The one-step policy's loss reaches the one-step and BC networks but not the critic (whose requires_grad flags
+    are restored), and acting for N observations is one network call."""
+    cfg = AgentConfig(
+        method=method, obs_dim=3, act_dim=2, r_min=-1.0, r_max=0.0, hidden=(16,), policy_extraction="onestep"
+    )
+    agent = make_agent(cfg, seed=0)
+    g = torch.Generator().manual_seed(0)
+    batch = {"obs": torch.randn(32, 3), "actions": torch.rand(32, 2) * 2 - 1}
+    flags = [p.requires_grad for p in agent.critic.parameters()]
+    agent.actor_loss(batch, g).backward()
+    assert [p.requires_grad for p in agent.critic.parameters()] == flags
+    assert all(p.grad is None for p in agent.critic.parameters())
+    assert all(p.grad is not None for p in agent.onestep.parameters())
+    assert any(p.grad.abs().sum() > 0 for p in agent.actor.parameters())
+    calls = []
+    agent.onestep.net.register_forward_hook(lambda m, i, o: calls.append(o.shape[0]))
+    actions = agent.act(torch.randn(50, 3), generator=g)
+    assert actions.shape == (50, 2) and actions.abs().max() <= 1 and calls == [50]
+    with pytest.raises(ValueError, match="policy_extraction"):
+        AgentConfig(method=method, obs_dim=3, act_dim=2, r_min=-1.0, r_max=0.0, policy_extraction="argmax")
+
+
+def test_onestep_distillation_matches_the_bc_flow_when_q_is_flat():
+    """With a constant Q the one-step loss is alpha ||mu(s, eps) - phi_BC(s, eps)||^2 alone: training it makes the
+    one-step map reproduce the BC flow's action from the same noise."""
+    from flowlab.rl_control.value_flows.model import OneStepPolicy
+
+    torch.manual_seed(0)
+    bc, mu = FlowBCPolicy(2, 1, (32, 32)), OneStepPolicy(2, 1, (64, 64))
+    opt = torch.optim.Adam(mu.parameters(), 3e-3)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(400):
+        obs = torch.randn(128, 2, generator=g)
+        loss = mu.loss(obs, lambda o, a: torch.zeros(len(o)), bc, alpha=1.0, normalize_q=False, generator=g)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    obs, noise = torch.randn(500, 2, generator=g), torch.randn(500, 1, generator=g)
+    with torch.no_grad():
+        err = (mu(obs, noise) - bc.sample(obs, noise=noise)).abs().mean()
+        spread = bc.sample(obs, noise=noise).std()
+    assert err < 0.2 * spread, (float(err), float(spread))
+
+
+def test_online_replay_grows_by_one_batched_env_step_per_batch():
+    from flowlab.rl_control.value_flows.envs import collect
+    from flowlab.rl_control.value_flows.online import OnlineReplay
+
+    data = collect("Pendulum-v1", "random", 300, seed=0)
+    cfg = AgentConfig(method="td", obs_dim=3, act_dim=1, r_min=-2.0, r_max=0.0, hidden=(16,), num_action_samples=4)
+    agent = make_agent(cfg, seed=0)
+    calls = []
+    agent.actor.net.register_forward_hook(lambda m, i, o: calls.append(o.shape[0]))
+    replay = OnlineReplay(data, agent, "Pendulum-v1", steps=210, seed=0, n_envs=3)
+    sample = replay.sampler(64, reward_scale=2.0)
+    g = torch.Generator().manual_seed(0)
+    for step in range(205):
+        batch = sample(step, g)
+    assert replay.size == 300 + 205 * 3
+    assert calls == [3 * 4] * (cfg.num_flow_steps * 205)  # one batched call per flow step for all envs
+    assert len(replay.episode_returns) == 3  # Pendulum truncates at 200 steps
+    assert batch["obs"].shape == (64, 3) and batch["rewards"].abs().max() <= 8.5 / 2.0 + 3.0  # scaled, noisy
+    for _ in range(5):
+        sample(0, g)
+    with pytest.raises(RuntimeError, match="full"):
+        sample(0, g)
+    replay.close()
+    with pytest.raises(ValueError, match="observations"):
+        OnlineReplay(data, agent, "MountainCarContinuous-v0", steps=10, seed=0)
+
+
+def test_chain_and_online_scenarios_run_end_to_end(tmp_path):
+    """Tiny budgets: every agent row is present and finite (no online episode finishes in 30 steps)."""
+    from flowlab.core.bench import BenchContext
+    from flowlab.rl_control.value_flows.benchmarks import CHAIN, ONLINE
+
+    chain = {**CHAIN.variants["quick"], "n_transitions": 2000, "n_rollouts": 50, "n_model_samples": 50}
+    chain.update(steps=10, workers=1, agents=(*chain["agents"], ("c51_again", "c51", {})))
+    ctx = BenchContext(0, "quick", chain, torch.device("cpu"), torch.Generator().manual_seed(0), tmp_path, None)
+    res = CHAIN.run(ctx)
+    assert set(res.baselines) == {"c51", "iqn", "c51_again"}
+    assert all(math.isfinite(r["w1"]) for r in (res.metrics, *res.baselines.values()))
+    assert -1 <= res.metrics["spearman_spread_64eps"] <= 1
+    online = {**ONLINE.variants["quick"], "n_transitions": 500, "steps": 5, "online_steps": 30, "eval_episodes": 2}
+    ctx = BenchContext(0, "quick", online, torch.device("cpu"), torch.Generator().manual_seed(0), tmp_path, None)
+    res = ONLINE.run(ctx)
+    assert set(res.baselines) == {"fql"}
+    for row in (res.metrics, *res.baselines.values()):
+        assert math.isfinite(row["norm_return_offline"]) and math.isfinite(row["norm_return_online"])
+        assert math.isnan(row["online_episode_return"])  # Pendulum episodes last 200 steps
+
+
+def test_cli_collect_train_online_and_evaluate(tmp_path):
+    from typer.testing import CliRunner
+
+    from flowlab.rl_control.value_flows.cli import app
+
+    runner = CliRunner()
+    data, run = tmp_path / "d.npz", tmp_path / "run"
+    res = runner.invoke(app, ["collect", "--quality", "random", "--transitions", "300", "--out", str(data)])
+    assert res.exit_code == 0, res.output
+    args = ["train", "--dataset", str(data), "--method", "td", "--steps", "5", "--out", str(run)]
+    res = runner.invoke(app, [*args, "--policy-extraction", "onestep", "--online-steps", "4", "--n-envs", "2"])
+    assert res.exit_code == 0, res.output
+    assert "online: 0 episodes" in res.output and (run / "online").is_dir()
+    res = runner.invoke(app, ["evaluate", "--run", str(run), "--episodes", "2"])
+    assert res.exit_code == 0 and "return" in res.output, res.output
+    res = runner.invoke(app, [*args, "--policy-extraction", "best"])
+    assert res.exit_code == 2 and "policy_extraction" in res.output

@@ -6,8 +6,11 @@ runner discovers, runs and reports them. Names are `<pkg>.<method>.<case>`.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +25,7 @@ __all__ = [
     "DataMissing",
     "Scenario",
     "Timer",
+    "parallel_map",
     "require_file",
     "torch_threads",
     "warm_up_torch",
@@ -145,6 +149,19 @@ def torch_threads(n: int | None) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def parallel_map(fn: Callable[..., Any], *iterables: Iterable[Any], workers: int) -> list[Any]:
+    """[fn(*args) for args in zip(*iterables)], in up to `workers` spawned processes (capped by the number of jobs and
+    CPU cores), or in this process with one torch thread when that cap is 1. `fn` and its arguments must pickle (a
+    module-level function; no torch.Generator), and each job should seed itself so both paths give the same result."""
+    jobs = list(zip(*iterables, strict=True))
+    n = max(1, min(len(jobs), int(workers), os.cpu_count() or 1))
+    if n == 1:
+        with torch_threads(1):
+            return [fn(*args) for args in jobs]
+    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(fn, *zip(*jobs, strict=True)))
 
 
 def warm_up_torch() -> None:

@@ -18,17 +18,14 @@ shared 2-core machine two torch threads per process are several times slower tha
 from __future__ import annotations
 
 import math
-import multiprocessing
-import os
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from typing import Any
 
 import torch
 
-from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, require_file, torch_threads
+from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, parallel_map, require_file, torch_threads
 from flowlab.core.gfm.data import load_earth, poincare_mixture, random_torus_mixture, split
 from flowlab.core.gfm.evaluate import (
     evaluate_nll,
@@ -181,14 +178,10 @@ def run_earth(ctx: BenchContext) -> BenchResult:
     names = list(cfg["datasets"])
     for name in names:
         require_file(ctx.data_root, "earth_sphere", f"{name}.csv")
-    workers = max(1, min(len(names), int(cfg.get("workers", 1)), os.cpu_count() or 1))
-    if workers == 1:
-        with torch_threads(1):
-            results = [_earth_case(ctx, name, i) for i, name in enumerate(names)]
-    else:
-        ctx = replace(ctx, generator=None)  # generators do not pickle; each case seeds its own
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            results = list(pool.map(_earth_case, [ctx] * len(names), names, range(len(names))))
+    ctx = replace(ctx, generator=None)  # generators do not pickle; each case seeds its own
+    results = parallel_map(
+        _earth_case, [ctx] * len(names), names, range(len(names)), workers=int(cfg.get("workers", 1))
+    )
     cases = dict(zip(names, results))
     result = _assemble(cases, LABELS[cfg["objectives"][0]], "earth")
     refs = {

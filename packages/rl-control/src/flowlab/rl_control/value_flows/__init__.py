@@ -1,5 +1,6 @@
 """Value Flows: flow-matching distributional critics (return flows with BCFM/DCFM losses, the flow-derivative
-spread and confidence weights) with a BC flow actor, its baselines (C51, IQN, scalar TD) and the chain MDP."""
+spread and confidence weights) with a BC flow actor or FQL's one-step policy, offline and offline-to-online training,
+its baselines (C51, IQN, scalar TD) and the chain MDP."""
 
 from flowlab.rl_control.value_flows.agents import METHODS, AgentConfig, make_agent, train_agent
 from flowlab.rl_control.value_flows.chain import ChainMDP, ChainStep
@@ -11,6 +12,7 @@ from flowlab.rl_control.value_flows.envs import (
     energy_controller,
     evaluate_policy,
     make_vector_env,
+    noisy_step,
     normalised_return,
 )
 from flowlab.rl_control.value_flows.evaluate import DistributionScores, distribution_scores, spearman
@@ -18,9 +20,11 @@ from flowlab.rl_control.value_flows.model import (
     C51Critic,
     FlowBCPolicy,
     IQNCritic,
+    OneStepPolicy,
     ReturnFlow,
     ReturnFlowCritic,
     ScalarCritic,
+    path_envelope,
     rejection_sample,
 )
 from flowlab.rl_control.value_flows.objective import (
@@ -30,6 +34,7 @@ from flowlab.rl_control.value_flows.objective import (
     dcfm_loss,
     quantile_huber_loss,
 )
+from flowlab.rl_control.value_flows.online import OnlineReplay
 
 __all__ = [
     "METHODS",
@@ -43,6 +48,8 @@ __all__ = [
     "IQNCritic",
     "NoiseSpec",
     "OfflineDataset",
+    "OneStepPolicy",
+    "OnlineReplay",
     "ReturnFlow",
     "ReturnFlowCritic",
     "ScalarCritic",
@@ -57,7 +64,9 @@ __all__ = [
     "load_dataset",
     "make_agent",
     "make_vector_env",
+    "noisy_step",
     "normalised_return",
+    "path_envelope",
     "quantile_huber_loss",
     "rejection_sample",
     "spearman",

@@ -5,7 +5,8 @@ each with the same behaviour-cloning flow actor and rejection-sampling policy ex
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 import torch
@@ -18,6 +19,7 @@ from flowlab.rl_control.value_flows.model import (
     C51Critic,
     FlowBCPolicy,
     IQNCritic,
+    OneStepPolicy,
     ReturnFlowCritic,
     ScalarCritic,
     aggregate,
@@ -30,6 +32,7 @@ from flowlab.rl_control.value_flows.objective import (
     dcfm_loss,
     quantile_huber_loss,
 )
+from flowlab.rl_control.value_flows.online import OnlineReplay
 
 __all__ = ["METHODS", "AgentConfig", "make_agent", "train_agent"]
 
@@ -39,9 +42,19 @@ METHODS = ("value_flows", "c51", "iqn", "td")
 @dataclass(frozen=True)
 class AgentConfig:
     """One config for every agent. Rewards are the (normalised) training rewards; returns are clipped to
-    `v_range`, by default [r_min / (1 - gamma), r_max / (1 - gamma)]. `next_action`: "policy" (rejection
-    sampling with the BC actor, the control setting) or "dataset" (the batch's next_actions: policy evaluation,
-    no actor is trained)."""
+    `v_range`, by default [r_min / (1 - gamma), r_max / (1 - gamma)]; flows (critic and actor) clip their Euler
+    states to the linear path's envelope between noise |eps| <= `noise_bound` and that range (None: to the range
+    at every step, which clamps noise outside it at the first step).
+
+    `next_action`: "policy" (the agent's own action at s', the control setting) or "dataset" (the batch's
+    next_actions: policy evaluation, no actor is trained). `policy_extraction`: "rejection" (argmax_Q over
+    `num_action_samples` BC-flow actions) or "onestep" (FQL's distilled one-step policy; `alpha` weights its
+    distillation to the BC flow and `normalize_q_loss` divides its Q term by the batch mean |Q|).
+
+    `dcfm_scale_gamma` (default) regresses DCFM onto gamma v'(z'_t, t), the velocity of the pushed-forward flow
+    r + gamma phi'_t, exact for deterministic rewards and point-mass returns; False is the reference code's unscaled
+    target, off by a factor 1/gamma there (see `dcfm_loss`). With random rewards neither form has the return law as
+    its fixed point. `kappa`: IQN's Huber threshold, in return units."""
 
     method: str
     obs_dim: int
@@ -55,6 +68,10 @@ class AgentConfig:
     tau: float = 0.005
     num_flow_steps: int = 10
     num_action_samples: int = 16
+    noise_bound: float | None = 5.0
+    policy_extraction: str = "rejection"
+    alpha: float = 10.0
+    normalize_q_loss: bool = False
     next_action: str = "policy"
     # Value Flows
     n_critics: int = 2
@@ -65,10 +82,11 @@ class AgentConfig:
     q_agg: str = "mean"
     ret_agg: str = "mean"
     jacobian_mode: str = "vjp"
-    dcfm_scale_gamma: bool = False
+    dcfm_scale_gamma: bool = True
     # baselines
     n_atoms: int = 51
     n_quantiles: int = 32
+    kappa: float = 1.0
     n_cos: int = 64
 
     def __post_init__(self) -> None:
@@ -78,11 +96,19 @@ class AgentConfig:
             raise ValueError(f"gamma: expected a value in [0, 1), got {self.gamma}")
         if not self.r_min <= self.r_max:
             raise ValueError(f"r_min, r_max: expected r_min <= r_max, got {self.r_min}, {self.r_max}")
+        if self.policy_extraction not in ("rejection", "onestep"):
+            raise ValueError(f"policy_extraction: expected 'rejection' or 'onestep', got {self.policy_extraction!r}")
+        if self.alpha < 0:
+            raise ValueError(f"alpha: expected a non-negative distillation weight, got {self.alpha}")
         if self.next_action not in ("policy", "dataset"):
             raise ValueError(f"next_action: expected 'policy' or 'dataset', got {self.next_action!r}")
         for name in ("q_agg", "ret_agg"):
             if getattr(self, name) not in ("mean", "min"):
                 raise ValueError(f"{name}: expected 'mean' or 'min', got {getattr(self, name)!r}")
+        if not self.kappa > 0:
+            raise ValueError(f"kappa: expected a positive Huber threshold, got {self.kappa}")
+        if self.noise_bound is not None and self.noise_bound < 0:
+            raise ValueError(f"noise_bound: expected None or >= 0, got {self.noise_bound}")
         if self.lambda_b < 0 or self.lambda_d < 0 or self.lambda_b + self.lambda_d == 0:
             raise ValueError("lambda_b, lambda_d: expected non-negative weights, not both zero")
 
@@ -96,21 +122,43 @@ class AgentConfig:
         return asdict(self)
 
 
+@contextmanager
+def _frozen(module: nn.Module) -> Iterator[None]:
+    """Parameters of `module` take no gradient inside the block (the graph still reaches its inputs)."""
+    flags = [p.requires_grad for p in module.parameters()]
+    module.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p, flag in zip(module.parameters(), flags, strict=True):
+            p.requires_grad_(flag)
+
+
 class _Agent(nn.Module):
-    """Shared pieces: the BC flow actor, next actions, acting by rejection sampling."""
+    """Shared pieces: the BC flow actor, the optional one-step policy, next actions, acting."""
 
     def __init__(self, config: AgentConfig) -> None:
         super().__init__()
         self.config = config
-        self.actor = FlowBCPolicy(config.obs_dim, config.act_dim, config.hidden, num_flow_steps=config.num_flow_steps)
+        self.actor = FlowBCPolicy(
+            config.obs_dim,
+            config.act_dim,
+            config.hidden,
+            num_flow_steps=config.num_flow_steps,
+            noise_bound=config.noise_bound,
+        )
+        onestep = config.policy_extraction == "onestep"
+        self.onestep = OneStepPolicy(config.obs_dim, config.act_dim, config.hidden) if onestep else None
 
     def q(self, obs, act, *, generator, target: bool = False) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
     @torch.no_grad()
     def act(self, obs: torch.Tensor, *, generator: torch.Generator) -> torch.Tensor:
-        """Actions (N, A) for N observations: argmax_Q over `num_action_samples` BC-flow candidates each, one batched
-        network call per flow step."""
+        """Actions (N, A) for N observations: the one-step policy (one network call), or argmax_Q over
+        `num_action_samples` BC-flow candidates each (one batched network call per flow step)."""
+        if self.onestep is not None:
+            return self.onestep.sample(obs, generator=generator)
         return rejection_sample(
             self.actor,
             lambda o, a: self.q(o, a, generator=generator),
@@ -127,9 +175,22 @@ class _Agent(nn.Module):
         return self.act(batch["next_obs"], generator=generator)
 
     def actor_loss(self, batch, generator) -> torch.Tensor:
+        """BC flow matching, plus the one-step policy's loss against the frozen critic when it is used."""
         if self.config.next_action == "dataset":
             return batch["obs"].new_zeros(())
-        return self.actor.loss(batch["obs"], batch["actions"], generator=generator)
+        loss = self.actor.loss(batch["obs"], batch["actions"], generator=generator)
+        if self.onestep is not None:
+            c = self.config
+            with _frozen(self.critic):
+                loss = loss + self.onestep.loss(
+                    batch["obs"],
+                    lambda o, a: self.q(o, a, generator=generator),
+                    self.actor,
+                    alpha=c.alpha,
+                    normalize_q=c.normalize_q_loss,
+                    generator=generator,
+                )
+        return loss
 
     def update_target(self) -> None:
         self.critic.update_target(self.config.tau)
@@ -153,6 +214,7 @@ class ValueFlowsAgent(_Agent):
             num_flow_steps=config.num_flow_steps,
             v_range=config.return_range,
             jacobian_mode=config.jacobian_mode,
+            noise_bound=config.noise_bound,
         )
 
     def q(self, obs, act, *, generator, target: bool = False) -> torch.Tensor:
@@ -281,7 +343,7 @@ class IQNAgent(_Agent):
             target = batch["rewards"][:, None] + c.gamma * batch["masks"][:, None] * z2
         taus = torch.rand(b, n, generator=generator, device=batch["obs"].device)
         pred = self.critic.quantiles(batch["obs"], batch["actions"], taus)
-        return quantile_huber_loss(pred, taus, target).mean(), {}
+        return quantile_huber_loss(pred, taus, target, kappa=c.kappa).mean(), {}
 
 
 _AGENTS = {"value_flows": ValueFlowsAgent, "c51": C51Agent, "iqn": IQNAgent, "td": TDAgent}
@@ -299,7 +361,7 @@ def make_agent(config: AgentConfig, *, seed: int | None = None) -> _Agent:
 
 def train_agent(
     agent: _Agent,
-    dataset: OfflineDataset,
+    dataset: OfflineDataset | OnlineReplay,
     *,
     steps: int,
     batch_size: int = 256,
@@ -310,9 +372,11 @@ def train_agent(
     progress: bool = False,
     callbacks: tuple[Callable, ...] = (),
     log_every: int = 500,
+    lr_schedule: str = "constant",
 ) -> FitResult:
-    """Offline training with `flowlab.core.train.fit` (Adam, lr from the config), the target networks updated by
-    Polyak averaging after each step."""
+    """Training with `flowlab.core.train.fit` (Adam, lr from the config, held "constant" or annealed to 0 over
+    `steps` by a "cosine" schedule), the target networks updated by Polyak averaging after each step. `dataset`: an
+    offline dataset, or an `OnlineReplay` for offline-to-online fine-tuning (one environment step per batch)."""
     if dataset.obs_dim != agent.config.obs_dim or dataset.act_dim != agent.config.act_dim:
         raise ValueError(
             f"dataset: dims (obs {dataset.obs_dim}, act {dataset.act_dim}) do not match the agent's config "
@@ -321,12 +385,16 @@ def train_agent(
     agent.to(device)
     params = [p for p in agent.parameters() if p.requires_grad]
     opt = torch.optim.Adam(params, lr=agent.config.lr)
+    if lr_schedule not in ("constant", "cosine"):
+        raise ValueError(f"lr_schedule: expected 'constant' or 'cosine', got {lr_schedule!r}")
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps) if lr_schedule == "cosine" else None
     return fit(
         agent,
         lambda model, batch, gen: model.loss(batch, gen),
         dataset.sampler(batch_size, device=device, reward_scale=reward_scale),
         steps=steps,
         optimizer=opt,
+        lr_schedule=sched,
         grad_clip=10.0,
         ckpt_dir=ckpt_dir,
         ckpt_every=max(steps, 1),
@@ -335,5 +403,5 @@ def train_agent(
         callbacks=(lambda info: agent.update_target(), *callbacks),
         log_every=min(log_every, steps),
         progress=progress,
-        config={"agent": agent.config.to_dict(), "reward_scale": reward_scale},
+        config={"agent": agent.config.to_dict(), "reward_scale": reward_scale, "lr_schedule": lr_schedule},
     )

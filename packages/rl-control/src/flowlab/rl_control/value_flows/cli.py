@@ -13,6 +13,7 @@ from flowlab.rl_control.value_flows.chain import ChainMDP
 from flowlab.rl_control.value_flows.data import load_dataset
 from flowlab.rl_control.value_flows.envs import QUALITIES, collect, energy_controller, evaluate_policy
 from flowlab.rl_control.value_flows.evaluate import distribution_scores, spearman
+from flowlab.rl_control.value_flows.online import OnlineReplay
 
 app = typer.Typer(
     help="Value Flows: flow-based distributional RL (collect data, train, evaluate).", no_args_is_help=True
@@ -54,11 +55,15 @@ def train_cmd(
     steps: int = typer.Option(10_000),
     batch_size: int = typer.Option(256),
     gamma: float = typer.Option(0.99),
+    policy_extraction: str = typer.Option("rejection", help="rejection (argmax_Q over BC samples) or onestep (FQL)"),
+    online_steps: int = typer.Option(0, help="offline-to-online: further steps, one environment step each"),
+    n_envs: int = typer.Option(1, help="environment copies acting in parallel during the online phase"),
     seed: int = typer.Option(0),
     device: str = typer.Option("cpu"),
     out: Path = typer.Option(Path("runs/value_flows"), help="checkpoint folder"),
 ) -> None:
-    """Train an agent offline; writes checkpoints (weights + config.json) under --out."""
+    """Train an agent offline (then online with --online-steps); writes checkpoints (weights + config.json) under
+    --out. The online phase is not checkpointed."""
     try:
         data = load_dataset(dataset)
         chain = env == "chain"
@@ -73,6 +78,7 @@ def train_cmd(
             r_max=float(r.max()),
             gamma=gamma,
             next_action="dataset" if chain else "policy",
+            policy_extraction=policy_extraction,
         )
         agent = make_agent(config, seed=seed)
         res = train_agent(
@@ -86,6 +92,16 @@ def train_cmd(
             ckpt_dir=out,
             progress=True,
         )
+        if online_steps:
+            if chain:
+                raise ValueError("online_steps: the chain runs policy evaluation on its dataset; no online phase")
+            replay = OnlineReplay(data, agent, _ENVS.get(env, env), steps=online_steps, seed=seed + 1, n_envs=n_envs)
+            gen = torch.Generator().manual_seed(seed + 2)
+            common = {"batch_size": batch_size, "reward_scale": scale, "device": device, "progress": True}
+            res = train_agent(agent, replay, steps=online_steps, generator=gen, ckpt_dir=out / "online", **common)
+            replay.close()
+            rets = replay.episode_returns
+            typer.echo(f"online: {len(rets)} episodes" + (f", mean return {sum(rets) / len(rets):.1f}" if rets else ""))
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
     (out / "run.json").write_text(json.dumps({"env": env, "agent": config.to_dict(), "reward_scale": scale}))
@@ -109,7 +125,8 @@ def evaluate_cmd(
     a["hidden"] = tuple(a["hidden"])
     a["v_range"] = tuple(a["v_range"]) if a["v_range"] is not None else None
     agent = make_agent(AgentConfig(**a))
-    load_checkpoint(run, model=agent, device="cpu", restore_rng=False)
+    online = run / "online"  # written by an offline-to-online run: the fine-tuned weights
+    load_checkpoint(online if online.is_dir() else run, model=agent, device="cpu", restore_rng=False)
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         if meta["env"] == "chain":

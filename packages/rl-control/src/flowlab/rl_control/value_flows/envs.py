@@ -22,6 +22,7 @@ __all__ = [
     "energy_controller",
     "evaluate_policy",
     "make_vector_env",
+    "noisy_step",
     "normalised_return",
 ]
 
@@ -92,11 +93,13 @@ def _behaviour(quality: str, act_dim: int, rng: np.random.Generator) -> Callable
     return policy
 
 
-def _step(env, actions: np.ndarray, noise: NoiseSpec, rng: np.random.Generator):
+def noisy_step(env: gym.vector.VectorEnv, actions: np.ndarray, noise: NoiseSpec, rng: np.random.Generator):
+    """Step every copy with normalised actions (N, A) plus action noise, rescaled to the box; rewards get the
+    reward noise. Returns next observations (N, O), rewards (N,), terminated (N,), truncated (N,)."""
     low, high = env.single_action_space.low, env.single_action_space.high
     executed = np.clip(actions + noise.action_std * rng.standard_normal(actions.shape), -1, 1)
     obs, rew, term, trunc, _ = env.step((low + (executed + 1) * 0.5 * (high - low)).astype(np.float32))
-    return obs, rew, term, trunc
+    return obs, rew + noise.reward_std * rng.standard_normal(rew.shape), term, trunc
 
 
 def collect(
@@ -123,8 +126,7 @@ def collect(
     total = 0
     while total < n_transitions:
         a = policy(obs)
-        obs2, r, term, trunc = _step(env, a, noise, rng)
-        r = r + noise.reward_std * rng.standard_normal(r.shape)
+        obs2, r, term, trunc = noisy_step(env, a, noise, rng)
         for k, v in zip(cols, (obs, a, r, obs2, term, trunc), strict=True):
             cols[k].append(np.asarray(v))
         total += n_envs
@@ -165,8 +167,8 @@ def evaluate_policy(
             a = act(torch.as_tensor(obs, dtype=torch.float32)).cpu().numpy()
         else:
             a = act(obs)
-        obs, r, term, trunc = _step(env, a, noise, rng)
-        totals += alive * (r + noise.reward_std * rng.standard_normal(r.shape))
+        obs, r, term, trunc = noisy_step(env, a, noise, rng)
+        totals += alive * r
         alive &= ~(term | trunc)
     env.close()
     return totals

@@ -22,6 +22,7 @@ __all__ = [
     "C51Critic",
     "FlowBCPolicy",
     "IQNCritic",
+    "OneStepPolicy",
     "ReturnFlow",
     "ReturnFlowCritic",
     "ScalarCritic",
@@ -29,6 +30,7 @@ __all__ = [
     "aggregate",
     "clipped_euler",
     "clipped_jvp_euler",
+    "path_envelope",
     "rejection_sample",
 ]
 
@@ -42,12 +44,30 @@ def aggregate(values: torch.Tensor, how: str) -> torch.Tensor:
     raise ValueError(f"how: expected 'mean' or 'min', got {how!r}")
 
 
-def clipped_euler(low: float, high: float):
-    """An Euler stepper for `solve_ode` that clips the state to [low, high] after every step."""
+def path_envelope(low: float, high: float, noise_bound: float, t: torch.Tensor) -> tuple:
+    """Bounds of the linear path z_t = t x1 + (1 - t) eps for x1 in [low, high] and |eps| <= noise_bound:
+    [t low - (1 - t) c, t high + (1 - t) c], (B,) tensors for flow times t: (B,). At t = 1 this is [low, high]; with
+    noise_bound 0 it is [t low, t high], which clips noise to the target range from the first step."""
+    pad = (1 - t) * noise_bound
+    return t * low - pad, t * high + pad
+
+
+def _clip(x: torch.Tensor, t: torch.Tensor, low: float, high: float, noise_bound: float | None):
+    """x: (B, D) clamped to [low, high] (noise_bound None) or to the path envelope at times t: (B,)."""
+    if noise_bound is None:
+        return x.clamp(low, high)
+    lo, hi = path_envelope(low, high, noise_bound, t)
+    return torch.maximum(torch.minimum(x, hi[:, None]), lo[:, None])
+
+
+def clipped_euler(low: float, high: float, *, noise_bound: float | None = None, time_scale=None):
+    """An Euler stepper for `solve_ode` that clips the state after every step: to [low, high] (noise_bound None), or
+    to the `path_envelope` at the step's end time (times `time_scale`: (B,), when the grid is rescaled per sample)."""
 
     def step(field, x, t, t_next, **cond):
         h = (t_next - t).view(-1, *([1] * (x.dim() - 1)))
-        return (x + h * field(x=x, t=t, **cond)).clamp(low, high)
+        end = t_next if time_scale is None else t_next * time_scale
+        return _clip(x + h * field(x=x, t=t, **cond), end.expand(x.shape[0]), low, high, noise_bound)
 
     return step
 
@@ -64,9 +84,9 @@ def _scalar_vjp_euler(field, state: JVPState, t, t_next, **cond) -> JVPState:
     return JVPState(state.x + h * v.detach(), state.tangent + h * dv * state.tangent)
 
 
-def clipped_jvp_euler(low: float, high: float, *, mode: str = "jvp"):
-    """Euler on (x, J) that clips x to [low, high] after every step; the tangent of a clipped entry is zeroed (the
-    derivative of the clip), so J stays the exact derivative of the clipped Euler map. mode "jvp": the core's
+def clipped_jvp_euler(low: float, high: float, *, mode: str = "jvp", noise_bound: float | None = None, time_scale=None):
+    """Euler on (x, J) that clips x like `clipped_euler` after every step; the tangent of a clipped entry is zeroed
+    (the derivative of the clip), so J stays the exact derivative of the clipped Euler map. mode "jvp": the core's
     `jvp_euler` (torch.func.jvp); "vjp": a reverse-mode pass, valid for scalar states only, and faster on CPU."""
     if mode not in ("jvp", "vjp"):
         raise ValueError(f"mode: expected 'jvp' or 'vjp', got {mode!r}")
@@ -74,8 +94,9 @@ def clipped_jvp_euler(low: float, high: float, *, mode: str = "jvp"):
 
     def step(field, state: JVPState, t, t_next, **cond) -> JVPState:
         nxt = inner(field, state, t, t_next, **cond)
-        inside = (nxt.x > low) & (nxt.x < high)
-        return JVPState(nxt.x.clamp(low, high), nxt.tangent * inside)
+        end = t_next if time_scale is None else t_next * time_scale
+        x = _clip(nxt.x, end.expand(nxt.x.shape[0]), low, high, noise_bound)
+        return JVPState(x, nxt.tangent * (x == nxt.x))
 
     return step
 
@@ -118,8 +139,10 @@ class _ScalarField(nn.Module):
 
 class ReturnFlowCritic(TargetNetwork):
     """K return flows v_k(z, t | s, a) (t=0: eps ~ N(0, 1), t=1: a return sample), Euler-integrated with
-    `num_flow_steps` steps and clipped to `v_range` after each step. `jacobian_mode` ("jvp" or "vjp") picks how
-    the flow derivative dz/d(eps) is carried (see `clipped_jvp_euler`)."""
+    `num_flow_steps` steps and clipped after each step: to the `path_envelope` of v_range with |eps| <= noise_bound,
+    which is v_range at t = 1, or (noise_bound None) to v_range itself at every step, which also clamps the noise
+    outside v_range at the first step. `jacobian_mode` ("jvp" or "vjp") picks how the flow derivative dz/d(eps) is
+    carried (see `clipped_jvp_euler`)."""
 
     def __init__(
         self,
@@ -131,6 +154,7 @@ class ReturnFlowCritic(TargetNetwork):
         num_flow_steps: int = 10,
         v_range: tuple[float, float],
         jacobian_mode: str = "jvp",
+        noise_bound: float | None = 5.0,
     ) -> None:
         if n_critics < 1:
             raise ValueError(f"n_critics: expected >= 1, got {n_critics}")
@@ -141,6 +165,7 @@ class ReturnFlowCritic(TargetNetwork):
         self.v_range = (float(v_range[0]), float(v_range[1]))
         clipped_jvp_euler(0.0, 1.0, mode=jacobian_mode)  # validates the mode
         self.jacobian_mode = jacobian_mode
+        self.noise_bound = noise_bound
 
     def velocity(self, z, t, obs, act, *, target: bool = False) -> torch.Tensor:
         """z, t: (B,), obs: (B, O), act: (B, A) -> v_k(z, t | s, a): (K, B)."""
@@ -158,11 +183,13 @@ class ReturnFlowCritic(TargetNetwork):
         with_jacobian: bool = False,
     ) -> ReturnFlow:
         """phi_t(eps | s, a) for every critic: `num_flow_steps` Euler steps of size end_t / n (end_t: (B,), default
-        1), clipped to v_range. eps: (B,). With `with_jacobian`, J = d phi / d eps by forward-mode JVP (J_0 = 1)."""
+        1), clipped as in the class docstring. eps: (B,). With `with_jacobian`, J = d phi / d eps is carried along
+        (J_0 = 1)."""
         cond = torch.cat([obs, act], -1)
         grid = grids.uniform(self.num_flow_steps, device=eps.device, dtype=eps.dtype)
         lo, hi = self.v_range
         zs, js = [], []
+        clip = {"noise_bound": self.noise_bound, "time_scale": end_t}
         for f in self.pick(target):
             if end_t is None:
                 field = f
@@ -177,13 +204,13 @@ class ReturnFlowCritic(TargetNetwork):
                     field,
                     JVPState(eps[:, None], torch.ones_like(eps)[:, None]),
                     grid,
-                    method=clipped_jvp_euler(lo, hi, mode=self.jacobian_mode),
+                    method=clipped_jvp_euler(lo, hi, mode=self.jacobian_mode, **clip),
                     cond=cond,
                 )
                 zs.append(out.x[:, 0])
                 js.append(out.tangent[:, 0])
             else:
-                zs.append(solve_ode(field, eps[:, None], grid, method=clipped_euler(lo, hi), cond=cond)[:, 0])
+                zs.append(solve_ode(field, eps[:, None], grid, method=clipped_euler(lo, hi, **clip), cond=cond)[:, 0])
         return ReturnFlow(torch.stack(zs), torch.stack(js) if with_jacobian else None)
 
     def q(self, obs, act, *, generator: torch.Generator, agg: str = "mean", target: bool = False) -> torch.Tensor:
@@ -213,13 +240,23 @@ class ReturnFlowCritic(TargetNetwork):
 
 
 class FlowBCPolicy(nn.Module):
-    """Behaviour-cloning flow policy: conditional flow matching on the linear path, Euler sampling with actions
-    clipped to [-1, 1] after each step. `sample` makes exactly `num_flow_steps` network calls for any batch."""
+    """Behaviour-cloning flow policy: conditional flow matching on the linear path, Euler sampling with the state
+    clipped after each step to the `path_envelope` of [-1, 1] with |eps| <= noise_bound (None: to [-1, 1] itself),
+    so actions end in [-1, 1]. `sample` makes exactly `num_flow_steps` network calls for any batch."""
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int] = (128, 128), *, num_flow_steps: int = 10):
+    def __init__(
+        self,
+        obs_dim: int,
+        act_dim: int,
+        hidden: Sequence[int] = (128, 128),
+        *,
+        num_flow_steps: int = 10,
+        noise_bound: float | None = 5.0,
+    ):
         super().__init__()
         self.act_dim = act_dim
         self.num_flow_steps = num_flow_steps
+        self.noise_bound = noise_bound
         self.net = TimeMLP(act_dim, cond_dim=obs_dim, hidden=hidden, layer_norm=True, time_embed_dim=32)
         self.path = AffinePath(CondOT())
 
@@ -229,11 +266,55 @@ class FlowBCPolicy(nn.Module):
         ps = self.path.sample(x0, actions, t)
         return flow_matching_loss(self.net(x=ps.x_t, t=ps.t, cond=obs), ps)
 
-    def sample(self, obs: torch.Tensor, *, generator: torch.Generator) -> torch.Tensor:
-        """obs: (B, O) -> actions (B, A) in [-1, 1]."""
-        x0 = torch.randn(obs.shape[0], self.act_dim, generator=generator, device=obs.device, dtype=obs.dtype)
+    def sample(
+        self, obs: torch.Tensor, *, generator: torch.Generator | None = None, noise: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """obs: (B, O) -> actions (B, A) in [-1, 1], flowed from `noise` (B, A) or from fresh N(0, I) noise."""
+        if noise is None:
+            noise = torch.randn(obs.shape[0], self.act_dim, generator=generator, device=obs.device, dtype=obs.dtype)
         grid = grids.uniform(self.num_flow_steps, device=obs.device, dtype=obs.dtype)
-        return solve_ode(self.net, x0, grid, method=clipped_euler(-1.0, 1.0), cond=obs)
+        return solve_ode(self.net, noise, grid, method=clipped_euler(-1.0, 1.0, noise_bound=self.noise_bound), cond=obs)
+
+
+class OneStepPolicy(nn.Module):
+    """FQL's one-step policy a = clip(mu(s, eps), -1, 1) with eps ~ N(0, I): one network call per action, trained to
+    raise Q while staying close to the BC flow's action from the same eps (`distillation_loss`)."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int] = (128, 128)) -> None:
+        super().__init__()
+        self.act_dim = act_dim
+        self.net = MLP(obs_dim + act_dim, act_dim, hidden, layer_norm=True)
+
+    def forward(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """obs: (B, O), noise: (B, A) -> actions (B, A) in [-1, 1]."""
+        return self.net(torch.cat([obs, noise], -1)).clamp(-1.0, 1.0)
+
+    def sample(self, obs: torch.Tensor, *, generator: torch.Generator) -> torch.Tensor:
+        noise = torch.randn(obs.shape[0], self.act_dim, generator=generator, device=obs.device, dtype=obs.dtype)
+        return self(obs, noise)
+
+    def loss(
+        self,
+        obs: torch.Tensor,
+        q_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        bc_policy: FlowBCPolicy,
+        *,
+        alpha: float,
+        normalize_q: bool,
+        generator: torch.Generator,
+    ) -> torch.Tensor:
+        """-Q(s, mu(s, eps)) (divided by the batch's mean |Q| with `normalize_q`) plus
+        alpha ||mu(s, eps) - phi_BC(s, eps)||^2, averaged over the batch. q_fn(obs, actions) -> (B,) must not update
+        the critic (the caller freezes it)."""
+        noise = torch.randn(obs.shape[0], self.act_dim, generator=generator, device=obs.device, dtype=obs.dtype)
+        with torch.no_grad():
+            target = bc_policy.sample(obs, noise=noise)
+        actions = self(obs, noise)
+        q = q_fn(obs, actions)
+        q_loss = -q.mean()
+        if normalize_q:
+            q_loss = q_loss / q.detach().abs().mean().clamp_min(1e-6)
+        return q_loss + alpha * (actions - target).square().sum(-1).mean()
 
 
 def rejection_sample(

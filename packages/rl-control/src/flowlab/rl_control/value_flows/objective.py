@@ -39,7 +39,9 @@ def dcfm_loss(
     Terminal transitions (mask 0) have no next state, so their DCFM term is masked out (the reference code keeps
     it with z_t = r, which regresses onto the field of an unrelated next state); BCFM covers them exactly.
     `scale_target=True` regresses onto gamma * v' instead: the velocity of the pushed-forward flow r + gamma phi'_t,
-    exact for point-mass returns (v = gamma (c - eps) there, while the unscaled target gives c - eps)."""
+    exact for point-mass returns (v = gamma (c - eps) there, while the unscaled target gives c - eps). With random
+    rewards the path r + gamma phi'_t starts at r + gamma eps rather than at eps, so neither form has the return law
+    as its fixed point; BCFM alone does."""
     z_t = rewards + gamma * next_z_t.detach()
     v = velocity_fn(z_t, t)
     target = next_velocity.detach() * (gamma if scale_target else 1.0)

@@ -1,0 +1,105 @@
+"""Offline-to-online fine-tuning: a replay buffer that starts as the offline dataset and grows with the transitions an
+agent gathers in `n_envs` copies of the (noisy) environment, one batched policy call and one environment step per
+training batch. Pass it to `train_agent` in place of the dataset."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from flowlab.rl_control.value_flows.data import OfflineDataset
+from flowlab.rl_control.value_flows.envs import NoiseSpec, make_vector_env, noisy_step
+
+__all__ = ["OnlineReplay"]
+
+
+class OnlineReplay:
+    """The offline `dataset` plus up to `steps * n_envs` online transitions of `agent` acting in `env_id`.
+
+    `sampler` (the `train_agent` data source) steps every environment copy once with `agent.act`, stores the
+    transitions and returns a uniform minibatch over everything stored. Finished episodes' undiscounted returns (with
+    the reward noise) are kept in `episode_returns`. The environment state is not checkpointed: an interrupted online
+    phase restarts from the offline dataset."""
+
+    def __init__(
+        self,
+        dataset: OfflineDataset,
+        agent: torch.nn.Module,
+        env_id: str,
+        *,
+        steps: int,
+        seed: int,
+        n_envs: int = 1,
+        noise: NoiseSpec = NoiseSpec(),
+    ) -> None:
+        if steps < 1:
+            raise ValueError(f"steps: expected >= 1 online steps, got {steps}")
+        self.env = make_vector_env(env_id, n_envs)
+        if self.env.single_observation_space.shape != (dataset.obs_dim,):
+            self.env.close()
+            raise ValueError(
+                f"env: {env_id!r} observations have shape {self.env.single_observation_space.shape}, the dataset's "
+                f"({dataset.obs_dim},)"
+            )
+        self.dataset, self.agent, self.noise = dataset, agent, noise
+        self.n_envs, self.capacity = n_envs, len(dataset) + steps * n_envs
+        self.rng = np.random.default_rng(seed)
+        self.obs, _ = self.env.reset(seed=seed)
+        self.running = np.zeros(n_envs)
+        self.episode_returns: list[float] = []
+        self.size = len(dataset)
+
+    @property
+    def obs_dim(self) -> int:
+        return self.dataset.obs_dim
+
+    @property
+    def act_dim(self) -> int:
+        return self.dataset.act_dim
+
+    def sampler(
+        self, batch_size: int, *, device: torch.device | str = "cpu", reward_scale: float = 1.0
+    ) -> Callable[[int, torch.Generator], dict[str, torch.Tensor]]:
+        """`data(step, generator) -> batch` as `OfflineDataset.sampler`, taking one environment step per call."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size: expected >= 1, got {batch_size}")
+        d, n = self.dataset, len(self.dataset)
+        store = {
+            "obs": (d.observations, self.obs_dim),
+            "actions": (d.actions, self.act_dim),
+            "rewards": (d.rewards / reward_scale, None),
+            "next_obs": (d.next_observations, self.obs_dim),
+            "masks": (~d.terminations, None),
+        }
+        buf = {}
+        for key, (arr, dim) in store.items():
+            shape = (self.capacity,) if dim is None else (self.capacity, dim)
+            buf[key] = torch.zeros(shape, dtype=torch.float32, device=device)
+            buf[key][:n] = torch.as_tensor(np.asarray(arr, dtype=np.float32), device=device)
+
+        def data(step: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+            if self.size + self.n_envs > self.capacity:
+                raise RuntimeError(f"OnlineReplay: the buffer is full ({self.capacity} transitions); raise `steps`")
+            with torch.no_grad():
+                obs_t = torch.as_tensor(self.obs, dtype=torch.float32, device=device)
+                actions = self.agent.act(obs_t, generator=generator).cpu().numpy()
+            obs2, rew, term, trunc = noisy_step(self.env, actions, self.noise, self.rng)
+            new = {"obs": self.obs, "actions": actions, "rewards": rew / reward_scale, "next_obs": obs2, "masks": ~term}
+            sl = slice(self.size, self.size + self.n_envs)
+            for key, value in new.items():
+                buf[key][sl] = torch.as_tensor(np.asarray(value, dtype=np.float32), device=device)
+            self.size += self.n_envs
+            self.running += rew
+            done = term | trunc
+            self.episode_returns.extend(float(r) for r in self.running[done])
+            self.running[done] = 0.0
+            self.obs = self.env.reset(options={"reset_mask": done})[0] if done.any() else obs2
+            idx = torch.randint(self.size, (batch_size,), generator=generator).to(device)
+            return {k: v[idx] for k, v in buf.items()}
+
+        return data
+
+    def close(self) -> None:
+        self.env.close()
