@@ -16,7 +16,13 @@ import torch
 from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, parallel_map, torch_threads
 from flowlab.rl_control.value_flows.agents import AgentConfig, make_agent, train_agent
 from flowlab.rl_control.value_flows.chain import ChainMDP
-from flowlab.rl_control.value_flows.envs import collect, energy_controller, evaluate_policy, normalised_return
+from flowlab.rl_control.value_flows.envs import (
+    collect,
+    evaluate_policy,
+    make_vector_env,
+    normalised_return,
+    scripted_controller,
+)
 from flowlab.rl_control.value_flows.evaluate import distribution_scores, spearman
 from flowlab.rl_control.value_flows.online import OnlineReplay
 
@@ -130,16 +136,20 @@ def _control_config(cfg: Mapping[str, Any], data, method: str, overrides: Mappin
 
 
 def _reference_returns(env_id: str, n_episodes: int, seed: int) -> tuple[float, float]:
-    """Mean returns of the uniform random policy and of the energy-shaping controller (the 0 and 100 marks)."""
+    """Mean returns of the uniform random policy and of the scripted controller (the 0 and 100 marks)."""
+    probe = make_vector_env(env_id, 1)
+    act_dim = probe.single_action_space.shape[0]
+    probe.close()
     rng = np.random.default_rng(seed)
     random_ret = evaluate_policy(
         env_id,
-        lambda o: rng.uniform(-1, 1, (len(o), 1)),
+        lambda o: rng.uniform(-1, 1, (len(o), act_dim)),
         n_episodes=n_episodes,
         seed=seed + 7,
         torch_policy=False,
     ).mean()
-    ref_ret = evaluate_policy(env_id, energy_controller, n_episodes=n_episodes, seed=seed + 7, torch_policy=False)
+    controller = scripted_controller(env_id)
+    ref_ret = evaluate_policy(env_id, controller, n_episodes=n_episodes, seed=seed + 7, torch_policy=False)
     return float(random_ret), float(ref_ret.mean())
 
 
@@ -291,7 +301,7 @@ _CONTROL_AGENTS = (
     ("value_flows_onestep", "value_flows", {"policy_extraction": "onestep"}),
 )
 
-_PENDULUM = {
+_PENDULUM = {  # shared by every gymnasium scenario (Reacher overrides the env)
     "quick": {
         "env": "Pendulum-v1",
         "n_transitions": 20_000,
@@ -330,6 +340,26 @@ CONTROL = Scenario(
     "100 energy-shaping controller).",
 )
 
+MUJOCO = Scenario(
+    name="rl.value_flows.reacher",
+    package="rl",
+    method="value_flows",
+    run=run_control,
+    variants={
+        "quick": {
+            **_PENDULUM["quick"],
+            "env": "Reacher-v5",
+            "quality": "medium",
+            "seeds": 1,
+            "agents": _CONTROL_AGENTS[:2],
+        },
+        "full": {**_PENDULUM["full"], "env": "Reacher-v5", "quality": "medium", "seeds": 3, "agents": _CONTROL_AGENTS},
+    },
+    directions={"norm_return": "max", "norm_return_std": "min"},
+    description="Offline MuJoCo Reacher-v5 with reward noise 0.5 and action noise 0.1 (data from a noisy "
+    "Jacobian-transpose controller): normalised return (0 random, 100 the controller).",
+)
+
 ONLINE = Scenario(
     name="rl.value_flows.online",
     package="rl",
@@ -365,4 +395,4 @@ ONLINE = Scenario(
     "offline training and after online fine-tuning with a growing replay buffer.",
 )
 
-SCENARIOS = (CHAIN, CONTROL, ONLINE)
+SCENARIOS = (CHAIN, CONTROL, MUJOCO, ONLINE)

@@ -11,7 +11,7 @@ import typer
 from flowlab.rl_control.value_flows.agents import METHODS, AgentConfig, make_agent, train_agent
 from flowlab.rl_control.value_flows.chain import ChainMDP
 from flowlab.rl_control.value_flows.data import load_dataset
-from flowlab.rl_control.value_flows.envs import QUALITIES, collect, energy_controller, evaluate_policy
+from flowlab.rl_control.value_flows.envs import QUALITIES, collect, evaluate_policy, scripted_controller
 from flowlab.rl_control.value_flows.evaluate import distribution_scores, spearman
 from flowlab.rl_control.value_flows.online import OnlineReplay
 
@@ -19,7 +19,7 @@ app = typer.Typer(
     help="Value Flows: flow-based distributional RL (collect data, train, evaluate).", no_args_is_help=True
 )
 
-_ENVS = {"pendulum": "Pendulum-v1"}
+_ENVS = {"pendulum": "Pendulum-v1", "reacher": "Reacher-v5"}
 
 
 def _fail(message: str) -> None:
@@ -29,7 +29,7 @@ def _fail(message: str) -> None:
 
 @app.command("collect")
 def collect_cmd(
-    env: str = typer.Option("pendulum", help="chain, pendulum or any gymnasium id with a Box action space"),
+    env: str = typer.Option("pendulum", help="chain, pendulum, reacher or any gymnasium id with a Box action space"),
     quality: str = typer.Option("medium", help=f"behaviour quality: {', '.join(QUALITIES)} (chain: its own policy)"),
     transitions: int = typer.Option(100_000, help="number of transitions"),
     seed: int = typer.Option(0),
@@ -50,7 +50,10 @@ def collect_cmd(
 @app.command("train")
 def train_cmd(
     dataset: Path = typer.Option(..., help="an .npz dataset from `flowlab rl collect`"),
-    env: str = typer.Option("pendulum", help="chain (policy evaluation with the dataset's next actions) or pendulum"),
+    env: str = typer.Option(
+        "pendulum",
+        help="chain (policy evaluation with the dataset's next actions), pendulum, reacher or a gymnasium id",
+    ),
     method: str = typer.Option("value_flows", help=f"one of {', '.join(METHODS)}"),
     steps: int = typer.Option(10_000),
     batch_size: int = typer.Option(256),
@@ -143,5 +146,7 @@ def evaluate_cmd(
         else:
             env_id = _ENVS.get(meta["env"], meta["env"])
             rets = evaluate_policy(env_id, lambda o: agent.act(o, generator=g), n_episodes=episodes, seed=seed)
-            ref = evaluate_policy(env_id, energy_controller, n_episodes=episodes, seed=seed, torch_policy=False)
+            ref = evaluate_policy(
+                env_id, scripted_controller(env_id), n_episodes=episodes, seed=seed, torch_policy=False
+            )
             typer.echo(f"return {rets.mean():.1f} +- {rets.std():.1f} (controller {ref.mean():.1f})")

@@ -16,6 +16,7 @@ import torch
 from flowlab.rl_control.value_flows.data import OfflineDataset
 
 __all__ = [
+    "CONTROLLERS",
     "QUALITIES",
     "NoiseSpec",
     "collect",
@@ -24,6 +25,8 @@ __all__ = [
     "make_vector_env",
     "noisy_step",
     "normalised_return",
+    "reacher_controller",
+    "scripted_controller",
 ]
 
 QUALITIES = ("expert", "medium", "mixed", "random")
@@ -74,7 +77,38 @@ def energy_controller(obs: np.ndarray) -> np.ndarray:
     return np.clip(torque / 2.0, -1.0, 1.0)[:, None]
 
 
-def _behaviour(quality: str, act_dim: int, rng: np.random.Generator) -> Callable[[np.ndarray], np.ndarray]:
+def reacher_controller(obs: np.ndarray) -> np.ndarray:
+    """Reacher-v5 by Jacobian-transpose control: tau = 100 J(q)^T (target - fingertip) - 0.3 q', clipped to
+    [-1, 1], for the two links of 0.1 and 0.11 m. obs: (N, 10) = [cos q, sin q, target, q', fingertip - target]
+    -> actions (N, 2). Mean return about -6.6 over 20 episodes (uniform random actions: about -43)."""
+    c1, c2, s1, s2 = obs[:, 0], obs[:, 1], obs[:, 2], obs[:, 3]
+    c12, s12 = c1 * c2 - s1 * s2, s1 * c2 + c1 * s2
+    ex, ey = -obs[:, 8], -obs[:, 9]
+    tau1 = (-0.1 * s1 - 0.11 * s12) * ex + (0.1 * c1 + 0.11 * c12) * ey
+    tau2 = -0.11 * s12 * ex + 0.11 * c12 * ey
+    return np.clip(100.0 * np.stack([tau1, tau2], 1) - 0.3 * obs[:, 6:8], -1.0, 1.0)
+
+
+#: scripted controllers by environment family: the behaviour policies' base and the 100 mark of normalised returns
+CONTROLLERS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "Pendulum": energy_controller,
+    "Reacher": reacher_controller,
+}
+
+
+def scripted_controller(env_id: str) -> Callable[[np.ndarray], np.ndarray]:
+    """The scripted controller for `env_id` (matched by family name, e.g. Reacher-v5 -> Reacher)."""
+    family = env_id.split("-")[0]
+    if family not in CONTROLLERS:
+        raise ValueError(
+            f"env: no scripted controller for {env_id!r} (have {sorted(CONTROLLERS)}); use quality 'random'"
+        )
+    return CONTROLLERS[family]
+
+
+def _behaviour(
+    quality: str, act_dim: int, rng: np.random.Generator, controller: Callable[[np.ndarray], np.ndarray] | None
+) -> Callable[[np.ndarray], np.ndarray]:
     if quality not in QUALITIES:
         raise ValueError(f"quality: expected one of {QUALITIES}, got {quality!r}")
 
@@ -83,7 +117,7 @@ def _behaviour(quality: str, act_dim: int, rng: np.random.Generator) -> Callable
         rand = rng.uniform(-1, 1, size=(n, act_dim))
         if quality == "random":
             return rand
-        a = energy_controller(obs)
+        a = controller(obs)
         if quality == "medium":
             a = a + 0.3 * rng.standard_normal(a.shape)
         elif quality == "mixed":
@@ -112,15 +146,15 @@ def collect(
     noise: NoiseSpec = NoiseSpec(),
     max_episode_steps: int | None = None,
 ) -> OfflineDataset:
-    """Roll out a behaviour policy of `quality` ("expert" | "medium" | "mixed" | "random"; the scripted controller
-    exists for Pendulum-v1, other environments only support "random") in `n_envs` vectorised copies."""
+    """Roll out a behaviour policy of `quality` ("expert" | "medium" | "mixed" | "random") in `n_envs` vectorised
+    copies. The first three build on the environment's scripted controller (`CONTROLLERS`: Pendulum, Reacher);
+    other environments support "random" only."""
     if n_transitions < 1:
         raise ValueError(f"n_transitions: expected >= 1, got {n_transitions}")
-    if quality != "random" and not env_id.startswith("Pendulum"):
-        raise ValueError(f"quality: the scripted behaviour policy exists only for Pendulum; use 'random' for {env_id}")
+    controller = None if quality == "random" else scripted_controller(env_id)
     env = make_vector_env(env_id, n_envs, max_episode_steps=max_episode_steps)
     rng = np.random.default_rng(seed)
-    policy = _behaviour(quality, env.single_action_space.shape[0], rng)
+    policy = _behaviour(quality, env.single_action_space.shape[0], rng, controller)
     obs, _ = env.reset(seed=seed)
     cols: dict[str, list[np.ndarray]] = {k: [] for k in ("o", "a", "r", "o2", "term", "trunc")}
     total = 0
