@@ -246,7 +246,10 @@ class ValueFlowsAgent(_Agent):
             returns = r + c.gamma * mask * next_ret
             next_z_t = aggregate(flows.z[:, b:], c.ret_agg)
             if c.use_confidence:
-                jac = self.critic.returns(eps, obs, act, target=True, with_jacobian=True).jacobian
+                # the spread's own noise: a weight that depends on the BCFM sample's eps would reweight the
+                # regression within each (s, a) and bias the learned field (the reference code draws it separately)
+                eps_spread = torch.randn(b, generator=generator, device=obs.device)
+                jac = self.critic.returns(eps_spread, obs, act, target=True, with_jacobian=True).jacobian
                 spread = aggregate(jac.abs(), c.q_agg)
                 w = confidence_weights(spread, c.conf_temp)
             else:
