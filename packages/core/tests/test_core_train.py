@@ -565,3 +565,13 @@ def test_torchrun_two_processes_match_one_process(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     _check_ddp_against_one_process(tmp_path, single)
+
+
+def test_parallel_map_gives_the_in_process_results_and_checks_workers():
+    from flowlab.core.bench import parallel_map
+
+    expected = [pow(b, e) for b, e in zip([2, 3, 4], [3, 2, 1], strict=True)]
+    assert parallel_map(pow, [2, 3, 4], [3, 2, 1], workers=1) == expected
+    assert parallel_map(pow, [2, 3, 4], [3, 2, 1], workers=2) == expected  # spawned processes, order kept
+    with pytest.raises(ValueError, match="workers"):
+        parallel_map(pow, [2], [3], workers=0)

@@ -68,17 +68,27 @@ def test_bcfm_with_gamma_zero_learns_a_mixture_mean_and_law():
 
 
 @pytest.mark.parametrize("mode", ["jvp", "vjp"])
-def test_flow_jacobian_matches_finite_differences(mode):
+@pytest.mark.parametrize("clipping", [False, True])
+def test_flow_jacobian_matches_finite_differences(mode, clipping):
+    """J = d phi_t / d eps for per-sample end times, also where the envelope clip is active (J = 0 there)."""
     torch.manual_seed(0)
-    critic = ReturnFlowCritic(3, 1, (32, 32), n_critics=2, v_range=(-50.0, 50.0), jacobian_mode=mode).double()
-    obs, act = torch.randn(5, 3, dtype=torch.float64), torch.randn(5, 1, dtype=torch.float64)
-    eps = torch.randn(5, dtype=torch.float64)
-    end_t = torch.rand(5, dtype=torch.float64)
+    v_range, bound = ((-0.3, 0.3), 0.6) if clipping else ((-50.0, 50.0), 5.0)
+    critic = ReturnFlowCritic(3, 1, (32, 32), n_critics=2, v_range=v_range, jacobian_mode=mode, noise_bound=bound)
+    critic = critic.double()
+    n = 40
+    obs, act = torch.randn(n, 3, dtype=torch.float64), torch.randn(n, 1, dtype=torch.float64)
+    eps = torch.randn(n, dtype=torch.float64)
+    end_t = 0.2 + 0.8 * torch.rand(n, dtype=torch.float64)
     out = critic.returns(eps, obs, act, end_t=end_t, with_jacobian=True)
     h = 1e-6
     fd = (critic.returns(eps + h, obs, act, end_t=end_t).z - critic.returns(eps - h, obs, act, end_t=end_t).z) / (2 * h)
     torch.testing.assert_close(out.jacobian, fd, rtol=1e-4, atol=1e-6)
     assert torch.allclose(out.z, critic.returns(eps, obs, act, end_t=end_t).z)
+    if clipping:  # some flows end on the envelope at their own end time (not at t = 1), with J = 0
+        lo, hi = 0.3 * end_t * -1 - (1 - end_t) * 0.6, 0.3 * end_t + (1 - end_t) * 0.6
+        on_bound = torch.isclose(out.z, lo.expand_as(out.z)) | torch.isclose(out.z, hi.expand_as(out.z))
+        assert on_bound.any() and (out.jacobian[on_bound] == 0).all()
+        assert (out.z >= lo - 1e-12).all() and (out.z <= hi + 1e-12).all()
 
 
 @pytest.mark.parametrize("mode", ["jvp", "vjp"])
@@ -379,9 +389,38 @@ def test_online_replay_grows_by_one_batched_env_step_per_batch():
         sample(0, g)
     with pytest.raises(RuntimeError, match="full"):
         sample(0, g)
+    with pytest.raises(ValueError, match="reward_scale"):
+        replay.sampler(64, reward_scale=1.0)
     replay.close()
     with pytest.raises(ValueError, match="observations"):
         OnlineReplay(data, agent, "MountainCarContinuous-v0", steps=10, seed=0)
+    two_d = OfflineDataset(
+        observations=data.observations,
+        actions=np.zeros((300, 2), np.float32),
+        rewards=data.rewards,
+        next_observations=data.next_observations,
+        terminations=data.terminations,
+        truncations=data.truncations,
+    )
+    with pytest.raises(ValueError, match="actions"):  # Pendulum has one action
+        OnlineReplay(two_d, agent, "Pendulum-v1", steps=10, seed=0)
+
+
+def test_online_replay_samplers_share_one_buffer():
+    """A second sampler (training in chunks) continues the same buffer: no zero rows appear."""
+    from flowlab.rl_control.value_flows.envs import collect
+    from flowlab.rl_control.value_flows.online import OnlineReplay
+
+    data = collect("Pendulum-v1", "random", 100, seed=0)
+    cfg = AgentConfig(method="td", obs_dim=3, act_dim=1, r_min=-2.0, r_max=0.0, hidden=(8,), num_action_samples=2)
+    replay = OnlineReplay(data, make_agent(cfg, seed=0), "Pendulum-v1", steps=40, seed=0)
+    g = torch.Generator().manual_seed(0)
+    for sample in (replay.sampler(32), replay.sampler(32)):
+        for step in range(20):
+            batch = sample(step, g)
+            assert (batch["obs"].abs().sum(1) > 0).all()  # Pendulum observations are never all zero
+    assert replay.size == 140
+    replay.close()
 
 
 def test_chain_and_online_scenarios_run_end_to_end(tmp_path):

@@ -152,11 +152,15 @@ def torch_threads(n: int | None) -> Iterator[None]:
 
 
 def parallel_map(fn: Callable[..., Any], *iterables: Iterable[Any], workers: int) -> list[Any]:
-    """[fn(*args) for args in zip(*iterables)], in up to `workers` spawned processes (capped by the number of jobs and
-    CPU cores), or in this process with one torch thread when that cap is 1. `fn` and its arguments must pickle (a
-    module-level function; no torch.Generator), and each job should seed itself so both paths give the same result."""
+    """[fn(*args) for args in zip(*iterables)], in up to `workers` spawned processes (capped by the number of
+    jobs and the CPU cores this process may use), or in this process with one torch thread when that cap is 1. `fn`
+    and its arguments must pickle (a module-level function; no torch.Generator), and each job should seed itself so
+    both paths give the same result."""
+    if int(workers) < 1:
+        raise ValueError(f"workers: expected >= 1, got {workers}")
     jobs = list(zip(*iterables, strict=True))
-    n = max(1, min(len(jobs), int(workers), os.cpu_count() or 1))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    n = max(1, min(len(jobs), int(workers), cores))
     if n == 1:
         with torch_threads(1):
             return [fn(*args) for args in jobs]

@@ -4,6 +4,7 @@ each with the same behaviour-cloning flow actor and rejection-sampling policy ex
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from flowlab.rl_control.value_flows.model import (
     ReturnFlowCritic,
     ScalarCritic,
     aggregate,
+    draw,
     rejection_sample,
 )
 from flowlab.rl_control.value_flows.objective import (
@@ -107,8 +109,10 @@ class AgentConfig:
                 raise ValueError(f"{name}: expected 'mean' or 'min', got {getattr(self, name)!r}")
         if not self.kappa > 0:
             raise ValueError(f"kappa: expected a positive Huber threshold, got {self.kappa}")
-        if self.noise_bound is not None and self.noise_bound < 0:
-            raise ValueError(f"noise_bound: expected None or >= 0, got {self.noise_bound}")
+        if self.noise_bound is not None and not (math.isfinite(self.noise_bound) and self.noise_bound >= 0):
+            raise ValueError(f"noise_bound: expected None or a finite number >= 0, got {self.noise_bound}")
+        if self.policy_extraction == "onestep" and self.next_action == "dataset":
+            raise ValueError("policy_extraction: 'onestep' needs next_action='policy' (no actor is trained otherwise)")
         if self.lambda_b < 0 or self.lambda_d < 0 or self.lambda_b + self.lambda_d == 0:
             raise ValueError("lambda_b, lambda_d: expected non-negative weights, not both zero")
 
@@ -230,8 +234,8 @@ class ValueFlowsAgent(_Agent):
         c = self.config
         obs, act, r, obs2, mask = batch["obs"], batch["actions"], batch["rewards"], batch["next_obs"], batch["masks"]
         b = obs.shape[0]
-        eps = torch.randn(b, generator=generator, device=obs.device)
-        t = torch.rand(b, generator=generator, device=obs.device)
+        eps = draw(torch.randn, (b,), generator, obs)
+        t = draw(torch.rand, (b,), generator, obs)
         with torch.no_grad():
             act2 = self.next_actions(batch, generator)
             # one batched target integration for phi_1 and phi_t at (s', a'); the spread at (s, a) separately
@@ -248,7 +252,7 @@ class ValueFlowsAgent(_Agent):
             if c.use_confidence:
                 # the spread's own noise: a weight that depends on the BCFM sample's eps would reweight the
                 # regression within each (s, a) and bias the learned field (the reference code draws it separately)
-                eps_spread = torch.randn(b, generator=generator, device=obs.device)
+                eps_spread = draw(torch.randn, (b,), generator, obs)
                 jac = self.critic.returns(eps_spread, obs, act, target=True, with_jacobian=True).jacobian
                 spread = aggregate(jac.abs(), c.q_agg)
                 w = confidence_weights(spread, c.conf_temp)
@@ -330,7 +334,7 @@ class IQNAgent(_Agent):
         self.critic = IQNCritic(config.obs_dim, config.act_dim, config.hidden, n_cos=config.n_cos)
 
     def q(self, obs, act, *, generator, target: bool = False) -> torch.Tensor:
-        taus = torch.rand(obs.shape[0], self.config.n_quantiles, generator=generator, device=obs.device)
+        taus = draw(torch.rand, (obs.shape[0], self.config.n_quantiles), generator, obs)
         return self.critic.quantiles(obs, act, taus, target=target).mean(1)
 
     def sample_returns(self, obs, act, n: int, *, generator) -> torch.Tensor:
@@ -341,10 +345,10 @@ class IQNAgent(_Agent):
         b, n = batch["obs"].shape[0], c.n_quantiles
         with torch.no_grad():
             act2 = self.next_actions(batch, generator)
-            taus2 = torch.rand(b, n, generator=generator, device=batch["obs"].device)
+            taus2 = draw(torch.rand, (b, n), generator, batch["obs"])
             z2 = self.critic.quantiles(batch["next_obs"], act2, taus2, target=True).clamp(*c.return_range)
             target = batch["rewards"][:, None] + c.gamma * batch["masks"][:, None] * z2
-        taus = torch.rand(b, n, generator=generator, device=batch["obs"].device)
+        taus = draw(torch.rand, (b, n), generator, batch["obs"])
         pred = self.critic.quantiles(batch["obs"], batch["actions"], taus)
         return quantile_huber_loss(pred, taus, target, kappa=c.kappa).mean(), {}
 

@@ -26,7 +26,7 @@ from flowlab.rl_control.value_flows.envs import (
 from flowlab.rl_control.value_flows.evaluate import distribution_scores, spearman
 from flowlab.rl_control.value_flows.online import OnlineReplay
 
-__all__ = ["CHAIN", "CONTROL", "SCENARIOS"]
+__all__ = ["CHAIN", "CONTROL", "MUJOCO", "ONLINE", "SCENARIOS"]
 
 _PAPER = {
     "Value Flows [unverified]": {"w1": 0.02, "ogbench/cube-double-play": 69.0, "ogbench/puzzle-3x3-play": 87.0},

@@ -66,7 +66,8 @@ def train_cmd(
     out: Path = typer.Option(Path("runs/value_flows"), help="checkpoint folder"),
 ) -> None:
     """Train an agent offline (then online with --online-steps); writes checkpoints (weights + config.json) under
-    --out. The online phase is not checkpointed."""
+    --out, and the fine-tuned weights under --out/online at the end of the online phase (it cannot resume mid-way:
+    the environment state is not saved)."""
     try:
         data = load_dataset(dataset)
         chain = env == "chain"
@@ -107,7 +108,8 @@ def train_cmd(
             typer.echo(f"online: {len(rets)} episodes" + (f", mean return {sum(rets) / len(rets):.1f}" if rets else ""))
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
-    (out / "run.json").write_text(json.dumps({"env": env, "agent": config.to_dict(), "reward_scale": scale}))
+    meta = {"env": env, "agent": config.to_dict(), "reward_scale": scale, "online": bool(online_steps)}
+    (out / "run.json").write_text(json.dumps(meta))
     typer.echo(f"trained {method} for {res.steps} steps; checkpoint {res.checkpoint}")
 
 
@@ -128,8 +130,8 @@ def evaluate_cmd(
     a["hidden"] = tuple(a["hidden"])
     a["v_range"] = tuple(a["v_range"]) if a["v_range"] is not None else None
     agent = make_agent(AgentConfig(**a))
-    online = run / "online"  # written by an offline-to-online run: the fine-tuned weights
-    load_checkpoint(online if online.is_dir() else run, model=agent, device="cpu", restore_rng=False)
+    online = meta.get("online", False)  # an offline-to-online run: evaluate the fine-tuned weights
+    load_checkpoint(run / "online" if online else run, model=agent, device="cpu", restore_rng=False)
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         if meta["env"] == "chain":
@@ -146,7 +148,12 @@ def evaluate_cmd(
         else:
             env_id = _ENVS.get(meta["env"], meta["env"])
             rets = evaluate_policy(env_id, lambda o: agent.act(o, generator=g), n_episodes=episodes, seed=seed)
-            ref = evaluate_policy(
-                env_id, scripted_controller(env_id), n_episodes=episodes, seed=seed, torch_policy=False
-            )
-            typer.echo(f"return {rets.mean():.1f} +- {rets.std():.1f} (controller {ref.mean():.1f})")
+            line = f"return {rets.mean():.1f} +- {rets.std():.1f}"
+            try:
+                controller = scripted_controller(env_id)
+            except ValueError:  # no scripted reference for this environment
+                controller = None
+            if controller is not None:
+                ref = evaluate_policy(env_id, controller, n_episodes=episodes, seed=seed, torch_policy=False)
+                line += f" (controller {ref.mean():.1f})"
+            typer.echo(line)

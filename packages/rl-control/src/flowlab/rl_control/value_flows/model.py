@@ -30,9 +30,17 @@ __all__ = [
     "aggregate",
     "clipped_euler",
     "clipped_jvp_euler",
+    "draw",
     "path_envelope",
     "rejection_sample",
 ]
+
+
+def draw(sampler, shape: Sequence[int], generator: torch.Generator | None, like: torch.Tensor) -> torch.Tensor:
+    """`sampler` (torch.randn or torch.rand) of `shape` drawn on the generator's device, then moved to `like`'s
+    device and dtype: a CPU generator also serves a CUDA run, with the same numbers."""
+    device = generator.device if generator is not None else like.device
+    return sampler(tuple(shape), generator=generator, device=device, dtype=like.dtype).to(like.device)
 
 
 def aggregate(values: torch.Tensor, how: str) -> torch.Tensor:
@@ -215,7 +223,7 @@ class ReturnFlowCritic(TargetNetwork):
 
     def q(self, obs, act, *, generator: torch.Generator, agg: str = "mean", target: bool = False) -> torch.Tensor:
         """One-call Q estimate eps + v(eps, 0 | s, a), clipped to v_range and aggregated over critics: (B,)."""
-        eps = torch.randn(obs.shape[0], generator=generator, device=obs.device, dtype=obs.dtype)
+        eps = draw(torch.randn, (obs.shape[0],), generator, obs)
         v = self.velocity(eps, torch.zeros_like(eps), obs, act, target=target)
         return aggregate((eps + v).clamp(*self.v_range), agg)
 
@@ -225,7 +233,7 @@ class ReturnFlowCritic(TargetNetwork):
         """sigma_hat = |d phi_1 / d eps| at one eps per (s, a) (the training weight), or its mean over `n_eps` eps
         (a less noisy evaluation statistic), aggregated over critics: (B,)."""
         b = obs.shape[0]
-        eps = torch.randn(b * n_eps, generator=generator, device=obs.device, dtype=obs.dtype)
+        eps = draw(torch.randn, (b * n_eps,), generator, obs)
         jac = self.returns(
             eps, obs.repeat_interleave(n_eps, 0), act.repeat_interleave(n_eps, 0), target=target, with_jacobian=True
         ).jacobian
@@ -234,7 +242,7 @@ class ReturnFlowCritic(TargetNetwork):
     def sample(self, obs, act, n: int, *, generator: torch.Generator, agg: str = "mean") -> torch.Tensor:
         """n return samples per (s, a) (critics aggregated at a shared eps): (B, n)."""
         b = obs.shape[0]
-        eps = torch.randn(b * n, generator=generator, device=obs.device, dtype=obs.dtype)
+        eps = draw(torch.randn, (b * n,), generator, obs)
         z = self.returns(eps, obs.repeat_interleave(n, 0), act.repeat_interleave(n, 0)).z
         return aggregate(z, agg).reshape(b, n)
 
@@ -261,8 +269,8 @@ class FlowBCPolicy(nn.Module):
         self.path = AffinePath(CondOT())
 
     def loss(self, obs: torch.Tensor, actions: torch.Tensor, *, generator: torch.Generator) -> torch.Tensor:
-        x0 = torch.randn(actions.shape, generator=generator, device=actions.device, dtype=actions.dtype)
-        t = torch.rand(actions.shape[0], generator=generator, device=actions.device, dtype=actions.dtype)
+        x0 = draw(torch.randn, actions.shape, generator, actions)
+        t = draw(torch.rand, (actions.shape[0],), generator, actions)
         ps = self.path.sample(x0, actions, t)
         return flow_matching_loss(self.net(x=ps.x_t, t=ps.t, cond=obs), ps)
 
@@ -271,14 +279,14 @@ class FlowBCPolicy(nn.Module):
     ) -> torch.Tensor:
         """obs: (B, O) -> actions (B, A) in [-1, 1], flowed from `noise` (B, A) or from fresh N(0, I) noise."""
         if noise is None:
-            noise = torch.randn(obs.shape[0], self.act_dim, generator=generator, device=obs.device, dtype=obs.dtype)
+            noise = draw(torch.randn, (obs.shape[0], self.act_dim), generator, obs)
         grid = grids.uniform(self.num_flow_steps, device=obs.device, dtype=obs.dtype)
         return solve_ode(self.net, noise, grid, method=clipped_euler(-1.0, 1.0, noise_bound=self.noise_bound), cond=obs)
 
 
 class OneStepPolicy(nn.Module):
-    """FQL's one-step policy a = clip(mu(s, eps), -1, 1) with eps ~ N(0, I): one network call per action, trained to
-    raise Q while staying close to the BC flow's action from the same eps (`distillation_loss`)."""
+    """FQL's one-step policy a = clip(mu(s, eps), -1, 1) with eps ~ N(0, I): one network call per action, trained
+    (`loss`) to raise Q while staying close to the BC flow's action from the same eps."""
 
     def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int] = (128, 128)) -> None:
         super().__init__()
@@ -286,12 +294,12 @@ class OneStepPolicy(nn.Module):
         self.net = MLP(obs_dim + act_dim, act_dim, hidden, layer_norm=True)
 
     def forward(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        """obs: (B, O), noise: (B, A) -> actions (B, A) in [-1, 1]."""
-        return self.net(torch.cat([obs, noise], -1)).clamp(-1.0, 1.0)
+        """The unclipped map mu(s, eps). obs: (B, O), noise: (B, A) -> (B, A)."""
+        return self.net(torch.cat([obs, noise], -1))
 
-    def sample(self, obs: torch.Tensor, *, generator: torch.Generator) -> torch.Tensor:
-        noise = torch.randn(obs.shape[0], self.act_dim, generator=generator, device=obs.device, dtype=obs.dtype)
-        return self(obs, noise)
+    def sample(self, obs: torch.Tensor, *, generator: torch.Generator | None) -> torch.Tensor:
+        """obs: (B, O) -> actions (B, A) in [-1, 1]."""
+        return self(obs, draw(torch.randn, (obs.shape[0], self.act_dim), generator, obs)).clamp(-1.0, 1.0)
 
     def loss(
         self,
@@ -301,20 +309,20 @@ class OneStepPolicy(nn.Module):
         *,
         alpha: float,
         normalize_q: bool,
-        generator: torch.Generator,
+        generator: torch.Generator | None,
     ) -> torch.Tensor:
-        """-Q(s, mu(s, eps)) (divided by the batch's mean |Q| with `normalize_q`) plus
-        alpha ||mu(s, eps) - phi_BC(s, eps)||^2, averaged over the batch. q_fn(obs, actions) -> (B,) must not update
-        the critic (the caller freezes it)."""
-        noise = torch.randn(obs.shape[0], self.act_dim, generator=generator, device=obs.device, dtype=obs.dtype)
+        """-Q(s, clip(mu)) (divided by the batch's mean |Q| with `normalize_q`) plus
+        alpha ||mu(s, eps) - phi_BC(s, eps)||^2 on the unclipped mu (so a saturated output still gets a gradient),
+        averaged over the batch. q_fn(obs, actions) -> (B,) must not update the critic (the caller freezes it)."""
+        noise = draw(torch.randn, (obs.shape[0], self.act_dim), generator, obs)
         with torch.no_grad():
             target = bc_policy.sample(obs, noise=noise)
-        actions = self(obs, noise)
-        q = q_fn(obs, actions)
+        mu = self(obs, noise)
+        q = q_fn(obs, mu.clamp(-1.0, 1.0))
         q_loss = -q.mean()
         if normalize_q:
             q_loss = q_loss / q.detach().abs().mean().clamp_min(1e-6)
-        return q_loss + alpha * (actions - target).square().sum(-1).mean()
+        return q_loss + alpha * (mu - target).square().sum(-1).mean()
 
 
 def rejection_sample(
@@ -386,5 +394,5 @@ class IQNCritic(TargetNetwork):
         return self.pick(target)(torch.cat([obs, act], -1), taus)
 
     def sample(self, obs, act, n: int, *, generator: torch.Generator) -> torch.Tensor:
-        taus = torch.rand(obs.shape[0], n, generator=generator, device=obs.device, dtype=obs.dtype)
+        taus = draw(torch.rand, (obs.shape[0], n), generator, obs)
         return self.quantiles(obs, act, taus)

@@ -36,13 +36,15 @@ class OnlineReplay:
     ) -> None:
         if steps < 1:
             raise ValueError(f"steps: expected >= 1 online steps, got {steps}")
+        config = getattr(agent, "config", None)
+        if config is not None and config.next_action != "policy":
+            raise ValueError("agent: online training needs an agent with next_action='policy' (it acts itself)")
         self.env = make_vector_env(env_id, n_envs)
-        if self.env.single_observation_space.shape != (dataset.obs_dim,):
-            self.env.close()
-            raise ValueError(
-                f"env: {env_id!r} observations have shape {self.env.single_observation_space.shape}, the dataset's "
-                f"({dataset.obs_dim},)"
-            )
+        spaces = {"observations": self.env.single_observation_space, "actions": self.env.single_action_space}
+        for name, dim in (("observations", dataset.obs_dim), ("actions", dataset.act_dim)):
+            if spaces[name].shape != (dim,):
+                self.env.close()
+                raise ValueError(f"env: {env_id!r} {name} have shape {spaces[name].shape}, the dataset's ({dim},)")
         self.dataset, self.agent, self.noise = dataset, agent, noise
         self.n_envs, self.capacity = n_envs, len(dataset) + steps * n_envs
         self.rng = np.random.default_rng(seed)
@@ -50,6 +52,8 @@ class OnlineReplay:
         self.running = np.zeros(n_envs)
         self.episode_returns: list[float] = []
         self.size = len(dataset)
+        self._buffer: dict[str, torch.Tensor] | None = None
+        self._layout: tuple[float, str] | None = None
 
     @property
     def obs_dim(self) -> int:
@@ -62,22 +66,11 @@ class OnlineReplay:
     def sampler(
         self, batch_size: int, *, device: torch.device | str = "cpu", reward_scale: float = 1.0
     ) -> Callable[[int, torch.Generator], dict[str, torch.Tensor]]:
-        """`data(step, generator) -> batch` as `OfflineDataset.sampler`, taking one environment step per call."""
+        """`data(step, generator) -> batch` as `OfflineDataset.sampler`, taking one environment step per call. Every
+        sampler of one replay shares its buffer, so it needs the same `reward_scale` and `device` each time."""
         if batch_size < 1:
             raise ValueError(f"batch_size: expected >= 1, got {batch_size}")
-        d, n = self.dataset, len(self.dataset)
-        store = {
-            "obs": (d.observations, self.obs_dim),
-            "actions": (d.actions, self.act_dim),
-            "rewards": (d.rewards / reward_scale, None),
-            "next_obs": (d.next_observations, self.obs_dim),
-            "masks": (~d.terminations, None),
-        }
-        buf = {}
-        for key, (arr, dim) in store.items():
-            shape = (self.capacity,) if dim is None else (self.capacity, dim)
-            buf[key] = torch.zeros(shape, dtype=torch.float32, device=device)
-            buf[key][:n] = torch.as_tensor(np.asarray(arr, dtype=np.float32), device=device)
+        buf = self._storage(float(reward_scale), torch.device(device))
 
         def data(step: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
             if self.size + self.n_envs > self.capacity:
@@ -96,10 +89,36 @@ class OnlineReplay:
             self.episode_returns.extend(float(r) for r in self.running[done])
             self.running[done] = 0.0
             self.obs = self.env.reset(options={"reset_mask": done})[0] if done.any() else obs2
-            idx = torch.randint(self.size, (batch_size,), generator=generator).to(device)
+            idx = torch.randint(self.size, (batch_size,), generator=generator, device=generator.device).to(device)
             return {k: v[idx] for k, v in buf.items()}
 
         return data
+
+    def _storage(self, reward_scale: float, device: torch.device) -> dict[str, torch.Tensor]:
+        """The buffer, built on first use (offline rows divided by `reward_scale`, room for the online rows)."""
+        layout = (reward_scale, str(device))
+        if self._buffer is not None:
+            if layout != self._layout:
+                raise ValueError(
+                    f"reward_scale, device: this replay's buffer holds rewards / {self._layout[0]} on "
+                    f"{self._layout[1]}, got {reward_scale} on {device}"
+                )
+            return self._buffer
+        d, n = self.dataset, len(self.dataset)
+        store = {
+            "obs": (d.observations, self.obs_dim),
+            "actions": (d.actions, self.act_dim),
+            "rewards": (d.rewards / reward_scale, None),
+            "next_obs": (d.next_observations, self.obs_dim),
+            "masks": (~d.terminations, None),
+        }
+        buf = {}
+        for key, (arr, dim) in store.items():
+            shape = (self.capacity,) if dim is None else (self.capacity, dim)
+            buf[key] = torch.zeros(shape, dtype=torch.float32, device=device)
+            buf[key][:n] = torch.as_tensor(np.asarray(arr, dtype=np.float32), device=device)
+        self._buffer, self._layout = buf, layout
+        return buf
 
     def close(self) -> None:
         self.env.close()
