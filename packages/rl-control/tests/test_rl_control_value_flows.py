@@ -428,13 +428,13 @@ def test_chain_and_online_scenarios_run_end_to_end(tmp_path):
     from flowlab.core.bench import BenchContext
     from flowlab.rl_control.value_flows.benchmarks import CHAIN, ONLINE
 
-    chain = {**CHAIN.variants["quick"], "n_transitions": 2000, "n_rollouts": 50, "n_model_samples": 50}
+    chain = {**CHAIN.variants["quick"], "n_transitions": 2000, "n_rollouts": 50, "n_model_samples": 50, "spread_eps": 8}
     chain.update(steps=10, workers=1, agents=(*chain["agents"], ("c51_again", "c51", {})))
     ctx = BenchContext(0, "quick", chain, torch.device("cpu"), torch.Generator().manual_seed(0), tmp_path, None)
     res = CHAIN.run(ctx)
     assert set(res.baselines) == {"c51", "iqn", "c51_again"}
     assert all(math.isfinite(r["w1"]) for r in (res.metrics, *res.baselines.values()))
-    assert -1 <= res.metrics["spearman_spread_64eps"] <= 1
+    assert all(-1 <= res.metrics[f"spearman_spread_{k}"] <= 1 for k in ("1eps", "mean", "rms"))
     online = {**ONLINE.variants["quick"], "n_transitions": 500, "steps": 5, "online_steps": 30, "eval_episodes": 2}
     ctx = BenchContext(0, "quick", online, torch.device("cpu"), torch.Generator().manual_seed(0), tmp_path, None)
     res = ONLINE.run(ctx)
@@ -477,3 +477,16 @@ def test_reacher_controller_reaches_targets_and_feeds_collectors():
     assert data.obs_dim == 10 and data.act_dim == 2 and len(data) == 400
     with pytest.raises(ValueError, match="no scripted controller"):
         collect("MountainCarContinuous-v0", "medium", 10, seed=0)
+
+
+def test_spread_reductions_follow_jensen_and_reject_unknown_names():
+    """Over the same eps draws, sqrt(E[J^2]) >= E|J| > 0 for every (s, a); the one-eps value is one of the draws."""
+    torch.manual_seed(0)
+    critic = ReturnFlowCritic(3, 1, (16,), n_critics=2, v_range=(-5.0, 5.0))
+    obs, act = torch.randn(6, 3), torch.randn(6, 1)
+    kw = {"n_eps": 32, "target": False}
+    mean = critic.spread(obs, act, generator=torch.Generator().manual_seed(1), **kw)
+    rms = critic.spread(obs, act, generator=torch.Generator().manual_seed(1), reduce="rms", **kw)
+    assert (mean > 0).all() and (rms >= mean - 1e-6).all() and (rms > mean).any()
+    with pytest.raises(ValueError, match="reduce"):
+        critic.spread(obs, act, generator=torch.Generator(), reduce="median")

@@ -227,8 +227,10 @@ class ValueFlowsAgent(_Agent):
     def sample_returns(self, obs, act, n: int, *, generator) -> torch.Tensor:
         return self.critic.sample(obs, act, n, generator=generator, agg=self.config.ret_agg)
 
-    def spread(self, obs, act, *, generator, n_eps: int = 1) -> torch.Tensor:
-        return self.critic.spread(obs, act, generator=generator, agg=self.config.q_agg, target=False, n_eps=n_eps)
+    def spread(self, obs, act, *, generator, n_eps: int = 1, reduce: str = "mean") -> torch.Tensor:
+        """The online critics' flow-derivative spread (see `ReturnFlowCritic.spread`): (B,)."""
+        c = self.config
+        return self.critic.spread(obs, act, generator=generator, agg=c.q_agg, target=False, n_eps=n_eps, reduce=reduce)
 
     def critic_loss(self, batch, generator):
         c = self.config

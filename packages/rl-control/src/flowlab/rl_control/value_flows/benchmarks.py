@@ -90,7 +90,10 @@ def _chain_agent(ctx: BenchContext, name: str, method: str, overrides: Mapping[s
         m = {"w1": scores.w1, "mean_abs_error": scores.mean_abs_error, "train_s": train_s}
         if method == "value_flows":
             m["spearman_spread_1eps"] = spearman(agent.spread(obs, a, generator=g).cpu(), true_std)
-            m["spearman_spread_64eps"] = spearman(agent.spread(obs, a, generator=g, n_eps=64).cpu(), true_std)
+            n_eps = int(cfg["spread_eps"])
+            for reduce in ("mean", "rms"):
+                spread = agent.spread(obs, a, generator=g, n_eps=n_eps, reduce=reduce).cpu()
+                m[f"spearman_spread_{reduce}"] = spearman(spread, true_std)
         m["spearman_sample_std"] = spearman(samples.std(1), true_std)
     curve = ([h["step"] for h in fitres.history], [float(h["loss"]) for h in fitres.history])
     return m, curve
@@ -255,6 +258,7 @@ CHAIN = Scenario(
             "n_grid_actions": 9,
             "n_rollouts": 1000,
             "n_model_samples": 1000,
+            "spread_eps": 1024,
             "steps": 3000,
             "batch_size": 256,
             "hidden": (64, 64),
@@ -269,6 +273,7 @@ CHAIN = Scenario(
             "n_grid_actions": 9,
             "n_rollouts": 2000,
             "n_model_samples": 1000,
+            "spread_eps": 1024,
             "steps": 30_000,
             "batch_size": 256,
             "hidden": (128, 128),
@@ -283,7 +288,8 @@ CHAIN = Scenario(
         "w1": "min",
         "mean_abs_error": "min",
         "spearman_spread_1eps": "max",
-        "spearman_spread_64eps": "max",
+        "spearman_spread_mean": "max",
+        "spearman_spread_rms": "max",
         "spearman_sample_std": "max",
         "train_s": "min",
     },

@@ -142,8 +142,8 @@ def evaluate_cmd(
             scores = distribution_scores(agent.sample_returns(obs, acts, 1000, generator=g), truth)
             line = f"W1 {scores.w1:.4f}  |mean error| {scores.mean_abs_error:.4f}"
             if hasattr(agent, "spread"):
-                rho = spearman(agent.spread(obs, acts, generator=g, n_eps=64), truth.std(1).float())
-                line += f"  spearman(spread, std) {rho:.3f}"
+                spread = agent.spread(obs, acts, generator=g, n_eps=1024, reduce="rms")
+                line += f"  spearman(rms flow-derivative spread, std) {spearman(spread, truth.std(1).float()):.3f}"
             typer.echo(line)
         else:
             env_id = _ENVS.get(meta["env"], meta["env"])

@@ -228,16 +228,31 @@ class ReturnFlowCritic(TargetNetwork):
         return aggregate((eps + v).clamp(*self.v_range), agg)
 
     def spread(
-        self, obs, act, *, generator: torch.Generator, agg: str = "mean", target: bool = True, n_eps: int = 1
+        self,
+        obs,
+        act,
+        *,
+        generator: torch.Generator,
+        agg: str = "mean",
+        target: bool = True,
+        n_eps: int = 1,
+        reduce: str = "mean",
     ) -> torch.Tensor:
-        """sigma_hat = |d phi_1 / d eps| at one eps per (s, a) (the training weight), or its mean over `n_eps` eps
-        (a less noisy evaluation statistic), aggregated over critics: (B,)."""
+        """sigma_hat = |J| = |d phi_1 / d eps| at one eps per (s, a) (the training weight), or over `n_eps` eps its
+        mean E|J| or its root mean square sqrt(E[J^2]) (`reduce` "rms": the Gaussian Poincare bound, std(phi_1(eps))
+        <= sqrt(E[phi_1'(eps)^2]), equal for Gaussian returns), with critics aggregated per eps: (B,).
+
+        J is spiky for multimodal returns (large only near the noise that splits the modes), so the one-eps value
+        tracks the local width of a mode rather than the spread, and averages need many eps."""
+        if reduce not in ("mean", "rms"):
+            raise ValueError(f"reduce: expected 'mean' or 'rms', got {reduce!r}")
         b = obs.shape[0]
         eps = draw(torch.randn, (b * n_eps,), generator, obs)
         jac = self.returns(
             eps, obs.repeat_interleave(n_eps, 0), act.repeat_interleave(n_eps, 0), target=target, with_jacobian=True
         ).jacobian
-        return aggregate(jac.abs(), agg).reshape(b, n_eps).mean(1)
+        per_eps = aggregate(jac.abs(), agg).reshape(b, n_eps)
+        return per_eps.mean(1) if reduce == "mean" else per_eps.square().mean(1).sqrt()
 
     def sample(self, obs, act, n: int, *, generator: torch.Generator, agg: str = "mean") -> torch.Tensor:
         """n return samples per (s, a) (critics aggregated at a shared eps): (B, n)."""
