@@ -426,7 +426,7 @@ def test_online_replay_samplers_share_one_buffer():
 def test_chain_and_online_scenarios_run_end_to_end(tmp_path):
     """Tiny budgets: every agent row is present and finite (no online episode finishes in 30 steps)."""
     from flowlab.core.bench import BenchContext
-    from flowlab.rl_control.value_flows.benchmarks import CHAIN, ONLINE
+    from flowlab.rl_control.value_flows.benchmarks import CHAIN, CONTROL, ONLINE
 
     chain = {**CHAIN.variants["quick"], "n_transitions": 2000, "n_rollouts": 50, "n_model_samples": 50, "spread_eps": 8}
     chain.update(steps=10, workers=1, agents=(*chain["agents"], ("c51_again", "c51", {})))
@@ -435,6 +435,14 @@ def test_chain_and_online_scenarios_run_end_to_end(tmp_path):
     assert set(res.baselines) == {"c51", "iqn", "c51_again"}
     assert all(math.isfinite(r["w1"]) for r in (res.metrics, *res.baselines.values()))
     assert all(-1 <= res.metrics[f"spearman_spread_{k}"] <= 1 for k in ("1eps", "mean", "rms"))
+    control = {**CONTROL.variants["quick"], "n_transitions": 300, "steps": 3, "eval_episodes": 2, "workers": 1}
+    control.update(seeds=2, agents=CONTROL.variants["quick"]["agents"][:2])
+    ctx = BenchContext(0, "quick", control, torch.device("cpu"), torch.Generator().manual_seed(0), tmp_path, None)
+    res = CONTROL.run(ctx)
+    assert set(res.baselines) == {"td_fql_style"} and res.metrics["random_return"] < res.metrics["controller_return"]
+    assert all(
+        math.isfinite(r["norm_return"]) and r["norm_return_std"] >= 0 for r in (res.metrics, *res.baselines.values())
+    )
     online = {**ONLINE.variants["quick"], "n_transitions": 500, "steps": 5, "online_steps": 30, "eval_episodes": 2}
     ctx = BenchContext(0, "quick", online, torch.device("cpu"), torch.Generator().manual_seed(0), tmp_path, None)
     res = ONLINE.run(ctx)

@@ -168,27 +168,51 @@ def _score(ctx: BenchContext, env_id: str, agent, seed: int, marks: tuple[float,
     return float(normalised_return(rets.mean(), *marks))
 
 
-def run_control(ctx: BenchContext) -> BenchResult:
+def _control_job(
+    ctx: BenchContext, seed: int, name: str, method: str, overrides: Mapping[str, Any], marks: tuple[float, float]
+) -> float:
+    """Collect the seed's dataset, train one agent on it and return its normalised return. Everything is seeded
+    from `seed` and `name`, so a job gives the same number in this process or in a worker."""
     cfg: Mapping[str, Any] = ctx.config
+    torch.set_num_threads(1)
     env_id = str(cfg["env"])
+    data = collect(env_id, str(cfg["quality"]), int(cfg["n_transitions"]), seed=seed)
+    agent = make_agent(_control_config(cfg, data, method, overrides), seed=_init_seed(seed, name))
+    train_agent(
+        agent,
+        data,
+        steps=int(cfg["steps"]),
+        batch_size=int(cfg["batch_size"]),
+        reward_scale=data.reward_scale(),
+        generator=torch.Generator().manual_seed(seed),
+        device=ctx.device,
+    )
+    return _score(ctx, env_id, agent, seed, marks)
+
+
+def run_control(ctx: BenchContext) -> BenchResult:
+    """Every agent on every seed's dataset (seeds ctx.seed * 100 + 0..seeds-1), the (seed, agent) jobs in parallel
+    processes (cfg["workers"]); normalised return mean and std over the seeds."""
+    cfg: Mapping[str, Any] = ctx.config
     with torch_threads(1):
-        marks = _reference_returns(env_id, int(cfg["eval_episodes"]), ctx.seed)
-        per_agent: dict[str, list[float]] = {}
-        for s in range(int(cfg["seeds"])):
-            seed = ctx.seed * 100 + s
-            data = collect(env_id, str(cfg["quality"]), int(cfg["n_transitions"]), seed=seed)
-            for name, method, overrides in cfg["agents"]:
-                agent = make_agent(_control_config(cfg, data, method, overrides), seed=_init_seed(seed, name))
-                train_agent(
-                    agent,
-                    data,
-                    steps=int(cfg["steps"]),
-                    batch_size=int(cfg["batch_size"]),
-                    reward_scale=data.reward_scale(),
-                    generator=torch.Generator().manual_seed(seed),
-                    device=ctx.device,
-                )
-                per_agent.setdefault(name, []).append(_score(ctx, env_id, agent, seed, marks))
+        marks = _reference_returns(str(cfg["env"]), int(cfg["eval_episodes"]), ctx.seed)
+    jobs = [(ctx.seed * 100 + s, *agent) for s in range(int(cfg["seeds"])) for agent in cfg["agents"]]
+    seeds, names, methods, overrides = zip(*jobs, strict=True)
+    n = len(jobs)
+    ctx = replace(ctx, generator=None)  # generators do not pickle; each job seeds its own
+    scores = parallel_map(
+        _control_job,
+        [ctx] * n,
+        seeds,
+        names,
+        methods,
+        [dict(o) for o in overrides],
+        [marks] * n,
+        workers=int(cfg.get("workers", 1)),
+    )
+    per_agent: dict[str, list[float]] = {}
+    for name, score in zip(names, scores, strict=True):
+        per_agent.setdefault(name, []).append(score)
     table = {
         name: {"norm_return": float(np.mean(v)), "norm_return_std": float(np.std(v))} for name, v in per_agent.items()
     }
@@ -338,8 +362,8 @@ CONTROL = Scenario(
     method="value_flows",
     run=run_control,
     variants={
-        "quick": {**_PENDULUM["quick"], "quality": "medium", "seeds": 1, "agents": _CONTROL_AGENTS[:3]},
-        "full": {**_PENDULUM["full"], "quality": "medium", "seeds": 3, "agents": _CONTROL_AGENTS},
+        "quick": {**_PENDULUM["quick"], "quality": "medium", "seeds": 3, "agents": _CONTROL_AGENTS[:5], "workers": 2},
+        "full": {**_PENDULUM["full"], "quality": "medium", "seeds": 3, "agents": _CONTROL_AGENTS, "workers": 2},
     },
     directions={"norm_return": "max", "norm_return_std": "min"},
     description="Offline stochastic Pendulum (reward noise 0.5, action noise 0.1): normalised return (0 random, "
@@ -358,8 +382,16 @@ MUJOCO = Scenario(
             "quality": "medium",
             "seeds": 1,
             "agents": _CONTROL_AGENTS[:2],
+            "workers": 2,
         },
-        "full": {**_PENDULUM["full"], "env": "Reacher-v5", "quality": "medium", "seeds": 3, "agents": _CONTROL_AGENTS},
+        "full": {
+            **_PENDULUM["full"],
+            "env": "Reacher-v5",
+            "quality": "medium",
+            "seeds": 3,
+            "agents": _CONTROL_AGENTS,
+            "workers": 2,
+        },
     },
     directions={"norm_return": "max", "norm_return_std": "min"},
     description="Offline MuJoCo Reacher-v5 with reward noise 0.5 and action noise 0.1 (data from a noisy "
