@@ -9,9 +9,24 @@ import torch
 
 from flowlab.core.validation import check_choice, check_tensor
 
-__all__ = ["Generators", "StandardNormal", "randn", "sample_times"]
+__all__ = ["Generators", "StandardNormal", "rand", "randn", "sample_times"]
 
 Generators = torch.Generator | Sequence[torch.Generator] | None
+
+
+def _draw(sampler, shape: tuple[int, ...], generator: torch.Generator | None, device, dtype) -> torch.Tensor:
+    """`sampler` (torch.randn or torch.rand) drawn on the generator's device, then moved to `device`."""
+    source = generator.device if generator is not None else device
+    out = sampler(shape, generator=generator, device=source, dtype=dtype)
+    return out if device is None else out.to(device)
+
+
+def _noise(sampler, shape, generator: Generators, device, dtype) -> torch.Tensor:
+    if isinstance(generator, Sequence):
+        if len(generator) != shape[0]:
+            raise ValueError(f"generator: expected {shape[0]} per-sample generators, got {len(generator)}")
+        return torch.stack([_draw(sampler, tuple(shape[1:]), g, device, dtype) for g in generator])
+    return _draw(sampler, tuple(shape), generator, device, dtype)
 
 
 def randn(
@@ -22,12 +37,20 @@ def randn(
     dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
     """Standard normal noise of `shape`. With a list of generators (one per sample, EDM-style), sample i depends only
-    on generator i, so a batch can be split or reordered without changing any sample."""
-    if isinstance(generator, Sequence):
-        if len(generator) != shape[0]:
-            raise ValueError(f"generator: expected {shape[0]} per-sample generators, got {len(generator)}")
-        return torch.stack([torch.randn(tuple(shape[1:]), generator=g, device=device, dtype=dtype) for g in generator])
-    return torch.randn(tuple(shape), generator=generator, device=device, dtype=dtype)
+    on generator i, so a batch can be split or reordered without changing any sample. Noise is drawn on each
+    generator's device and moved to `device`, so a CPU generator serves a CUDA run with the same numbers."""
+    return _noise(torch.randn, shape, generator, device, dtype)
+
+
+def rand(
+    shape: Sequence[int],
+    *,
+    generator: Generators = None,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """Uniform U[0, 1) noise of `shape`, with the generator handling of `randn`."""
+    return _noise(torch.rand, shape, generator, device, dtype)
 
 
 class StandardNormal:
@@ -73,6 +96,6 @@ def sample_times(
     """Training times t: (n,) in [0, 1]: `uniform` or `logit_normal` (sigmoid of N(loc, scale^2), SD3-style)."""
     check_choice(dist, ("uniform", "logit_normal"), "dist")
     if dist == "uniform":
-        return torch.rand(n, generator=generator, device=device, dtype=dtype)
-    z = torch.randn(n, generator=generator, device=device, dtype=dtype)
+        return _draw(torch.rand, (n,), generator, device, dtype)
+    z = _draw(torch.randn, (n,), generator, device, dtype)
     return torch.sigmoid(loc + scale * z)

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from flowlab.core.distributions import rand, randn
 from flowlab.core.train import fit
 from flowlab.core.train.loop import FitResult
 from flowlab.rl_control.value_flows.data import OfflineDataset
@@ -24,7 +25,6 @@ from flowlab.rl_control.value_flows.model import (
     ReturnFlowCritic,
     ScalarCritic,
     aggregate,
-    draw,
     rejection_sample,
 )
 from flowlab.rl_control.value_flows.objective import (
@@ -236,8 +236,8 @@ class ValueFlowsAgent(_Agent):
         c = self.config
         obs, act, r, obs2, mask = batch["obs"], batch["actions"], batch["rewards"], batch["next_obs"], batch["masks"]
         b = obs.shape[0]
-        eps = draw(torch.randn, (b,), generator, obs)
-        t = draw(torch.rand, (b,), generator, obs)
+        eps = randn((b,), generator=generator, device=obs.device, dtype=obs.dtype)
+        t = rand((b,), generator=generator, device=obs.device, dtype=obs.dtype)
         with torch.no_grad():
             act2 = self.next_actions(batch, generator)
             # one batched target integration for phi_1 and phi_t at (s', a'); the spread at (s, a) separately
@@ -254,7 +254,7 @@ class ValueFlowsAgent(_Agent):
             if c.use_confidence:
                 # the spread's own noise: a weight that depends on the BCFM sample's eps would reweight the
                 # regression within each (s, a) and bias the learned field (the reference code draws it separately)
-                eps_spread = draw(torch.randn, (b,), generator, obs)
+                eps_spread = randn((b,), generator=generator, device=obs.device, dtype=obs.dtype)
                 jac = self.critic.returns(eps_spread, obs, act, target=True, with_jacobian=True).jacobian
                 spread = aggregate(jac.abs(), c.q_agg)
                 w = confidence_weights(spread, c.conf_temp)
@@ -336,7 +336,7 @@ class IQNAgent(_Agent):
         self.critic = IQNCritic(config.obs_dim, config.act_dim, config.hidden, n_cos=config.n_cos)
 
     def q(self, obs, act, *, generator, target: bool = False) -> torch.Tensor:
-        taus = draw(torch.rand, (obs.shape[0], self.config.n_quantiles), generator, obs)
+        taus = rand((obs.shape[0], self.config.n_quantiles), generator=generator, device=obs.device, dtype=obs.dtype)
         return self.critic.quantiles(obs, act, taus, target=target).mean(1)
 
     def sample_returns(self, obs, act, n: int, *, generator) -> torch.Tensor:
@@ -347,10 +347,10 @@ class IQNAgent(_Agent):
         b, n = batch["obs"].shape[0], c.n_quantiles
         with torch.no_grad():
             act2 = self.next_actions(batch, generator)
-            taus2 = draw(torch.rand, (b, n), generator, batch["obs"])
+            taus2 = rand((b, n), generator=generator, device=batch["obs"].device, dtype=batch["obs"].dtype)
             z2 = self.critic.quantiles(batch["next_obs"], act2, taus2, target=True).clamp(*c.return_range)
             target = batch["rewards"][:, None] + c.gamma * batch["masks"][:, None] * z2
-        taus = draw(torch.rand, (b, n), generator, batch["obs"])
+        taus = rand((b, n), generator=generator, device=batch["obs"].device, dtype=batch["obs"].dtype)
         pred = self.critic.quantiles(batch["obs"], batch["actions"], taus)
         return quantile_huber_loss(pred, taus, target, kappa=c.kappa).mean(), {}
 

@@ -168,15 +168,9 @@ def _score(ctx: BenchContext, env_id: str, agent, seed: int, marks: tuple[float,
     return float(normalised_return(rets.mean(), *marks))
 
 
-def _control_job(
-    ctx: BenchContext, seed: int, name: str, method: str, overrides: Mapping[str, Any], marks: tuple[float, float]
-) -> float:
-    """Collect the seed's dataset, train one agent on it and return its normalised return. Everything is seeded
-    from `seed` and `name`, so a job gives the same number in this process or in a worker."""
+def _train_offline(ctx: BenchContext, data, seed: int, name: str, method: str, overrides: Mapping[str, Any]):
+    """An agent built from its own seed and trained offline on `data` for cfg["steps"] steps."""
     cfg: Mapping[str, Any] = ctx.config
-    torch.set_num_threads(1)
-    env_id = str(cfg["env"])
-    data = collect(env_id, str(cfg["quality"]), int(cfg["n_transitions"]), seed=seed)
     agent = make_agent(_control_config(cfg, data, method, overrides), seed=_init_seed(seed, name))
     train_agent(
         agent,
@@ -187,7 +181,19 @@ def _control_job(
         generator=torch.Generator().manual_seed(seed),
         device=ctx.device,
     )
-    return _score(ctx, env_id, agent, seed, marks)
+    return agent
+
+
+def _control_job(
+    ctx: BenchContext, seed: int, name: str, method: str, overrides: Mapping[str, Any], marks: tuple[float, float]
+) -> float:
+    """Collect the seed's dataset, train one agent on it and return its normalised return. Everything is seeded
+    from `seed` and `name`, so a job gives the same number in this process or in a worker."""
+    cfg: Mapping[str, Any] = ctx.config
+    torch.set_num_threads(1)
+    data = collect(str(cfg["env"]), str(cfg["quality"]), int(cfg["n_transitions"]), seed=seed)
+    agent = _train_offline(ctx, data, seed, name, method, overrides)
+    return _score(ctx, str(cfg["env"]), agent, seed, marks)
 
 
 def run_control(ctx: BenchContext) -> BenchResult:
@@ -240,16 +246,21 @@ def run_online(ctx: BenchContext) -> BenchResult:
         seed = ctx.seed * 100
         data = collect(env_id, str(cfg["quality"]), int(cfg["n_transitions"]), seed=seed)
         for name, method, overrides in cfg["agents"]:
-            agent = make_agent(_control_config(cfg, data, method, overrides), seed=_init_seed(seed, name))
-            common = {"batch_size": int(cfg["batch_size"]), "reward_scale": data.reward_scale(), "device": ctx.device}
             t0 = time.perf_counter()
-            train_agent(agent, data, steps=int(cfg["steps"]), generator=torch.Generator().manual_seed(seed), **common)
+            agent = _train_offline(ctx, data, seed, name, method, overrides)
             offline = _score(ctx, env_id, agent, seed, marks)
             replay = OnlineReplay(
                 data, agent, env_id, steps=int(cfg["online_steps"]), seed=seed + 3, n_envs=int(cfg["n_envs"])
             )
-            gen = torch.Generator().manual_seed(seed + 5)
-            train_agent(agent, replay, steps=int(cfg["online_steps"]), generator=gen, **common)
+            train_agent(
+                agent,
+                replay,
+                steps=int(cfg["online_steps"]),
+                batch_size=int(cfg["batch_size"]),
+                reward_scale=data.reward_scale(),
+                generator=torch.Generator().manual_seed(seed + 5),
+                device=ctx.device,
+            )
             replay.close()
             table[name] = {
                 "norm_return_offline": offline,

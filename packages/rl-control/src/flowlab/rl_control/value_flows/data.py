@@ -93,21 +93,27 @@ class OfflineDataset:
         np.savez_compressed(path, **arrays)
         return path
 
-    def sampler(self, batch_size: int, *, device: torch.device | str = "cpu", reward_scale: float = 1.0):
-        """A `data(step, generator) -> batch` callable for `flowlab.core.train.fit`: uniform minibatches, a dict of
-        obs (B, O), actions (B, A), rewards (B,) (divided by `reward_scale`), next_obs (B, O), masks (B,) = 1 -
-        terminated and, when stored, next_actions (B, A)."""
-        if batch_size < 1:
-            raise ValueError(f"batch_size: expected >= 1, got {batch_size}")
-        t = {
-            "obs": torch.as_tensor(self.observations, dtype=torch.float32, device=device),
-            "actions": torch.as_tensor(self.actions, dtype=torch.float32, device=device),
-            "rewards": torch.as_tensor(self.rewards / reward_scale, dtype=torch.float32, device=device),
-            "next_obs": torch.as_tensor(self.next_observations, dtype=torch.float32, device=device),
-            "masks": torch.as_tensor(~self.terminations, dtype=torch.float32, device=device),
+    def tensors(self, *, device: torch.device | str = "cpu", reward_scale: float = 1.0) -> dict[str, torch.Tensor]:
+        """The training batch fields over all N transitions, float32 on `device`: obs (N, O), actions (N, A),
+        rewards (N,) (divided by `reward_scale`), next_obs (N, O), masks (N,) = 1 - terminated and, when stored,
+        next_actions (N, A)."""
+        arrays = {
+            "obs": self.observations,
+            "actions": self.actions,
+            "rewards": self.rewards / reward_scale,
+            "next_obs": self.next_observations,
+            "masks": ~self.terminations,
         }
         if self.next_actions is not None:
-            t["next_actions"] = torch.as_tensor(self.next_actions, dtype=torch.float32, device=device)
+            arrays["next_actions"] = self.next_actions
+        return {k: torch.as_tensor(np.asarray(v, dtype=np.float32), device=device) for k, v in arrays.items()}
+
+    def sampler(self, batch_size: int, *, device: torch.device | str = "cpu", reward_scale: float = 1.0):
+        """A `data(step, generator) -> batch` callable for `flowlab.core.train.fit`: uniform minibatches of the
+        `tensors` fields."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size: expected >= 1, got {batch_size}")
+        t = self.tensors(device=device, reward_scale=reward_scale)
         n = len(self)
 
         def data(step: int, generator: torch.Generator) -> dict[str, torch.Tensor]:

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from flowlab.core import grids
+from flowlab.core.distributions import rand, randn
 from flowlab.core.losses import flow_matching_loss
 from flowlab.core.nets import MLP, TimeMLP
 from flowlab.core.paths import AffinePath
@@ -30,17 +31,9 @@ __all__ = [
     "aggregate",
     "clipped_euler",
     "clipped_jvp_euler",
-    "draw",
     "path_envelope",
     "rejection_sample",
 ]
-
-
-def draw(sampler, shape: Sequence[int], generator: torch.Generator | None, like: torch.Tensor) -> torch.Tensor:
-    """`sampler` (torch.randn or torch.rand) of `shape` drawn on the generator's device, then moved to `like`'s
-    device and dtype: a CPU generator also serves a CUDA run, with the same numbers."""
-    device = generator.device if generator is not None else like.device
-    return sampler(tuple(shape), generator=generator, device=device, dtype=like.dtype).to(like.device)
 
 
 def aggregate(values: torch.Tensor, how: str) -> torch.Tensor:
@@ -223,7 +216,7 @@ class ReturnFlowCritic(TargetNetwork):
 
     def q(self, obs, act, *, generator: torch.Generator, agg: str = "mean", target: bool = False) -> torch.Tensor:
         """One-call Q estimate eps + v(eps, 0 | s, a), clipped to v_range and aggregated over critics: (B,)."""
-        eps = draw(torch.randn, (obs.shape[0],), generator, obs)
+        eps = randn((obs.shape[0],), generator=generator, device=obs.device, dtype=obs.dtype)
         v = self.velocity(eps, torch.zeros_like(eps), obs, act, target=target)
         return aggregate((eps + v).clamp(*self.v_range), agg)
 
@@ -247,7 +240,7 @@ class ReturnFlowCritic(TargetNetwork):
         if reduce not in ("mean", "rms"):
             raise ValueError(f"reduce: expected 'mean' or 'rms', got {reduce!r}")
         b = obs.shape[0]
-        eps = draw(torch.randn, (b * n_eps,), generator, obs)
+        eps = randn((b * n_eps,), generator=generator, device=obs.device, dtype=obs.dtype)
         jac = self.returns(
             eps, obs.repeat_interleave(n_eps, 0), act.repeat_interleave(n_eps, 0), target=target, with_jacobian=True
         ).jacobian
@@ -257,7 +250,7 @@ class ReturnFlowCritic(TargetNetwork):
     def sample(self, obs, act, n: int, *, generator: torch.Generator, agg: str = "mean") -> torch.Tensor:
         """n return samples per (s, a) (critics aggregated at a shared eps): (B, n)."""
         b = obs.shape[0]
-        eps = draw(torch.randn, (b * n,), generator, obs)
+        eps = randn((b * n,), generator=generator, device=obs.device, dtype=obs.dtype)
         z = self.returns(eps, obs.repeat_interleave(n, 0), act.repeat_interleave(n, 0)).z
         return aggregate(z, agg).reshape(b, n)
 
@@ -284,8 +277,8 @@ class FlowBCPolicy(nn.Module):
         self.path = AffinePath(CondOT())
 
     def loss(self, obs: torch.Tensor, actions: torch.Tensor, *, generator: torch.Generator) -> torch.Tensor:
-        x0 = draw(torch.randn, actions.shape, generator, actions)
-        t = draw(torch.rand, (actions.shape[0],), generator, actions)
+        x0 = randn(actions.shape, generator=generator, device=actions.device, dtype=actions.dtype)
+        t = rand((actions.shape[0],), generator=generator, device=actions.device, dtype=actions.dtype)
         ps = self.path.sample(x0, actions, t)
         return flow_matching_loss(self.net(x=ps.x_t, t=ps.t, cond=obs), ps)
 
@@ -294,7 +287,7 @@ class FlowBCPolicy(nn.Module):
     ) -> torch.Tensor:
         """obs: (B, O) -> actions (B, A) in [-1, 1], flowed from `noise` (B, A) or from fresh N(0, I) noise."""
         if noise is None:
-            noise = draw(torch.randn, (obs.shape[0], self.act_dim), generator, obs)
+            noise = randn((obs.shape[0], self.act_dim), generator=generator, device=obs.device, dtype=obs.dtype)
         grid = grids.uniform(self.num_flow_steps, device=obs.device, dtype=obs.dtype)
         return solve_ode(self.net, noise, grid, method=clipped_euler(-1.0, 1.0, noise_bound=self.noise_bound), cond=obs)
 
@@ -314,7 +307,9 @@ class OneStepPolicy(nn.Module):
 
     def sample(self, obs: torch.Tensor, *, generator: torch.Generator | None) -> torch.Tensor:
         """obs: (B, O) -> actions (B, A) in [-1, 1]."""
-        return self(obs, draw(torch.randn, (obs.shape[0], self.act_dim), generator, obs)).clamp(-1.0, 1.0)
+        return self(
+            obs, randn((obs.shape[0], self.act_dim), generator=generator, device=obs.device, dtype=obs.dtype)
+        ).clamp(-1.0, 1.0)
 
     def loss(
         self,
@@ -329,7 +324,7 @@ class OneStepPolicy(nn.Module):
         """-Q(s, clip(mu)) (divided by the batch's mean |Q| with `normalize_q`) plus
         alpha ||mu(s, eps) - phi_BC(s, eps)||^2 on the unclipped mu (so a saturated output still gets a gradient),
         averaged over the batch. q_fn(obs, actions) -> (B,) must not update the critic (the caller freezes it)."""
-        noise = draw(torch.randn, (obs.shape[0], self.act_dim), generator, obs)
+        noise = randn((obs.shape[0], self.act_dim), generator=generator, device=obs.device, dtype=obs.dtype)
         with torch.no_grad():
             target = bc_policy.sample(obs, noise=noise)
         mu = self(obs, noise)
@@ -409,5 +404,5 @@ class IQNCritic(TargetNetwork):
         return self.pick(target)(torch.cat([obs, act], -1), taus)
 
     def sample(self, obs, act, n: int, *, generator: torch.Generator) -> torch.Tensor:
-        taus = draw(torch.rand, (obs.shape[0], n), generator, obs)
+        taus = rand((obs.shape[0], n), generator=generator, device=obs.device, dtype=obs.dtype)
         return self.quantiles(obs, act, taus)

@@ -104,19 +104,12 @@ class OnlineReplay:
                     f"{self._layout[1]}, got {reward_scale} on {device}"
                 )
             return self._buffer
-        d, n = self.dataset, len(self.dataset)
-        store = {
-            "obs": (d.observations, self.obs_dim),
-            "actions": (d.actions, self.act_dim),
-            "rewards": (d.rewards / reward_scale, None),
-            "next_obs": (d.next_observations, self.obs_dim),
-            "masks": (~d.terminations, None),
-        }
+        offline = self.dataset.tensors(device=device, reward_scale=reward_scale)
+        offline.pop("next_actions", None)  # online rows have none: the agent picks its own next actions
         buf = {}
-        for key, (arr, dim) in store.items():
-            shape = (self.capacity,) if dim is None else (self.capacity, dim)
-            buf[key] = torch.zeros(shape, dtype=torch.float32, device=device)
-            buf[key][:n] = torch.as_tensor(np.asarray(arr, dtype=np.float32), device=device)
+        for key, rows in offline.items():
+            buf[key] = rows.new_zeros((self.capacity, *rows.shape[1:]))
+            buf[key][: len(rows)] = rows
         self._buffer, self._layout = buf, layout
         return buf
 
