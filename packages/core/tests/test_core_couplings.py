@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -17,6 +18,7 @@ from flowlab.core.couplings import (
     SinkhornCoupling,
     UnbalancedOTCoupling,
     cost_matrix,
+    mm_unbalanced_kl,
 )
 from flowlab.core.manifolds import Euclidean, Sphere
 
@@ -130,6 +132,22 @@ def test_unbalanced_semi_couplings_have_the_given_marginals(reg):
         assert torch.allclose(gamma_1.sum(0), plan.b, atol=1e-6, rtol=0)
         if not masses:
             assert torch.equal(plan.a, torch.ones(30, dtype=F64))  # unit masses kept unnormalised
+
+
+@pytest.mark.parametrize("reg_m", [1.0, (0.5, 2.0)])
+def test_mm_unbalanced_follows_pots_iterates(reg_m):
+    """The in-place solver reproduces `ot.unbalanced.mm_unbalanced` (stop threshold 0: every step) after any
+    number of steps, with unequal masses and penalties, and an infinite-cost row (WFR beyond pi delta)."""
+    ot = pytest.importorskip("ot")
+    g = np.random.default_rng(0)
+    a, b = g.uniform(0.5, 2.0, 40), g.uniform(0.5, 2.0, 30)
+    M = g.uniform(0.0, 3.0, (40, 30))
+    M[3] = 1e10  # a source point no target can reach: its plan row must stay 0, not turn into NaN
+    for steps in (1, 7, 200):
+        ref = ot.unbalanced.mm_unbalanced(a, b, M, reg_m, div="kl", numItermax=steps, stopThr=0.0)
+        ours = mm_unbalanced_kl(a, b, M, reg_m, num_iter_max=steps)
+        assert np.isfinite(ours).all() and not ours[3].any()
+        np.testing.assert_allclose(ours, ref, rtol=1e-10, atol=1e-14)
 
 
 def test_unbalanced_with_large_marginal_penalty_is_nearly_balanced():

@@ -19,6 +19,7 @@ from torch import nn
 from flowlab.biology_dynamics.wfr_fm.data import TimeSeries
 from flowlab.biology_dynamics.wfr_fm.path import WFRDiracPath, wfr_cost
 from flowlab.core.couplings import ExactOTCoupling, Plan, UnbalancedOTCoupling
+from flowlab.core.distributions import rand, randn
 from flowlab.core.losses import flow_matching_loss
 from flowlab.core.train import EMA, FitResult, fit
 
@@ -60,8 +61,9 @@ def unbalanced_plans(
     device: torch.device | str = "cpu",
     generator: torch.Generator | None = None,
 ) -> UnbalancedPlans:
-    """Solve `ot.unbalanced.mm_unbalanced(1, 1, c_WFR, reg_m=[reg_m, reg_m])` (float64, `num_iter_max`
-    majorisation-minimisation steps; the reference uses POT's default 1000) for each interval."""
+    """Solve `ot.unbalanced.mm_unbalanced(1, 1, c_WFR, reg_m=[reg_m, reg_m])` for each interval: the same
+    majorisation-minimisation iterates (float64, `num_iter_max` steps; the reference uses POT's default 1000)
+    through the core's in-place `mm_unbalanced_kl`."""
     coupling = UnbalancedOTCoupling(
         (reg_m, reg_m), a=1.0, b=1.0, cost=wfr_cost(delta), normalize_cost=False, chunk=chunk, num_iter_max=num_iter_max
     )
@@ -99,7 +101,7 @@ class _PairDraw:
         self.cdf = torch.cumsum(self.m_0, 0)
 
     def __call__(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
-        u = torch.rand(n, generator=generator, device=generator.device, dtype=torch.float64).to(self.cdf.device)
+        u = rand((n,), generator=generator, device=self.cdf.device, dtype=torch.float64)
         flat = torch.searchsorted(self.cdf, u * self.cdf[-1], right=True).clamp_max_(self.cdf.numel() - 1)
         return flat // self.n1, flat % self.n1, self.m_0[flat], self.m_1[flat]
 
@@ -137,13 +139,12 @@ class WFRSampler:
             keep = self.path.reachable(x0, x1)
             x0, x1 = x0[keep], x1[keep]
             m0, m1 = m0[keep].to(x0.dtype), m1[keep].to(x0.dtype)
-            s = torch.rand(x0.shape[0], generator=generator, device=generator.device).to(x0.device, x0.dtype)
+            s = rand((x0.shape[0],), generator=generator, device=x0.device).to(x0.dtype)
             t = self.start[k] + s * self.dt[k]
             if self.straight:
                 x_s = x0 + s[:, None] * (x1 - x0)
                 if self.path.sigma > 0:
-                    noise = torch.randn(x_s.shape, generator=generator, device=generator.device)
-                    x_s = x_s + self.path.sigma * noise.to(x_s)
+                    x_s = x_s + self.path.sigma * randn(x_s.shape, generator=generator, device=x_s.device).to(x_s.dtype)
                 u = (x1 - x0) / self.dt[k]
                 parts.append({"x": x_s, "t": t, "u": u, "g": torch.zeros_like(s), "w": torch.ones_like(s)})
             else:
@@ -169,7 +170,7 @@ class ExactOTSampler:
             i = torch.randint(n0, (self.batch,), generator=generator, device=generator.device).to(self.X[k].device)
             j = torch.randint(n1, (self.batch,), generator=generator, device=generator.device).to(self.X[k].device)
             pair = self.coupling.pair(self.X[k][i], self.X[k + 1][j])
-            s = torch.rand(self.batch, generator=generator, device=generator.device).to(pair.x_0)
+            s = rand((self.batch,), generator=generator, device=pair.x_0.device).to(pair.x_0.dtype)
             x_s = pair.x_0 + s[:, None] * (pair.x_1 - pair.x_0)
             u = (pair.x_1 - pair.x_0) / self.dt[k]
             t = self.start[k] + s * self.dt[k]
