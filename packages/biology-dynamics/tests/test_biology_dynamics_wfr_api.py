@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import anndata as ad
 import numpy as np
@@ -91,3 +92,13 @@ def test_scenarios_are_registered_with_both_variants():
     assert {"bio.wfr_fm.gene", "bio.wfr_fm.emt", "bio.wfr_fm.dygen"} <= names
     for s in SCENARIOS:
         assert {"quick", "full"} <= set(s.variants)
+
+
+def test_w1_curve_steps_resolve_early_crossings():
+    from flowlab.biology_dynamics.wfr_fm.benchmarks import _curve_steps, _time_to
+
+    steps = _curve_steps(500, 20)
+    assert {1, 500} <= steps and set(range(25, 501, 25)) <= steps and max(steps) == 500
+    assert len([s for s in steps if s < 25]) >= 5  # log-spaced points inside the first even interval
+    points = [(0.5, 0.9), (1.0, 0.2), (2.0, 0.1)]
+    assert _time_to(points, 0.2) == 1.0 and math.isnan(_time_to(points, 0.05))  # never reached
