@@ -134,20 +134,24 @@ def test_unbalanced_semi_couplings_have_the_given_marginals(reg):
             assert torch.equal(plan.a, torch.ones(30, dtype=F64))  # unit masses kept unnormalised
 
 
-@pytest.mark.parametrize("reg_m", [1.0, (0.5, 2.0)])
+@pytest.mark.parametrize("reg_m", [1.0, (0.5, 2.0), np.float32(1.0), [2.0]])
 def test_mm_unbalanced_follows_pots_iterates(reg_m):
     """The in-place solver reproduces `ot.unbalanced.mm_unbalanced` (stop threshold 0: every step) after any
-    number of steps, with unequal masses and penalties, and an infinite-cost row (WFR beyond pi delta)."""
+    number of steps, with unequal masses and penalties, and a source row and a target column no pair can reach
+    (costs so large that exp(-M / (lambda_1 + lambda_2)) underflows): they stay 0, not NaN."""
     ot = pytest.importorskip("ot")
     g = np.random.default_rng(0)
     a, b = g.uniform(0.5, 2.0, 40), g.uniform(0.5, 2.0, 30)
     M = g.uniform(0.0, 3.0, (40, 30))
-    M[3] = 1e10  # a source point no target can reach: its plan row must stay 0, not turn into NaN
+    M[3], M[:, 5] = 1e10, 1e10
     for steps in (1, 7, 200):
-        ref = ot.unbalanced.mm_unbalanced(a, b, M, reg_m, div="kl", numItermax=steps, stopThr=0.0)
+        pot_reg = float(reg_m) if np.ndim(reg_m) == 0 else reg_m  # POT takes a Python number or a sequence
+        ref = ot.unbalanced.mm_unbalanced(a, b, M, pot_reg, div="kl", numItermax=steps, stopThr=0.0)
         ours = mm_unbalanced_kl(a, b, M, reg_m, num_iter_max=steps)
-        assert np.isfinite(ours).all() and not ours[3].any()
+        assert np.isfinite(ours).all() and not ours[3].any() and not ours[:, 5].any()
         np.testing.assert_allclose(ours, ref, rtol=1e-10, atol=1e-14)
+    with pytest.raises(ValueError, match="reg_m"):
+        mm_unbalanced_kl(a, b, M, (1.0, 2.0, 3.0))
 
 
 def test_unbalanced_with_large_marginal_penalty_is_nearly_balanced():

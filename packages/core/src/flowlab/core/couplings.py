@@ -381,10 +381,15 @@ def mm_unbalanced_kl(
     a: (n,), b: (m,) masses, M: (n, m) cost -> G: (n, m), float64. From G = a bᵀ, each step is
     G <- K ⊙ G / ((G 1)^p1 (Gᵀ 1)^p2ᵀ) with K = a^p1 bᵀ^p2 exp(−M / (λ1 + λ2)), p_i = λ_i / (λ1 + λ2). POT also
     allocates a copy and measures the step's change on every iteration (about ten passes over the matrix); this
-    makes five, which is 3.7× faster on a 900 × 969 WFR plan. It always runs `num_iter_max` steps: POT's default
-    stop (a step change below 1e-15) only fires at a fixed point, where further steps change nothing.
+    makes five, which is 3.7× faster on a 900 × 969 WFR plan. Two differences from POT, both invisible unless the
+    plan's marginals come near 1e-16 (masses of 1e-12 per point, say): POT adds 1e-16 to the denominator, and it
+    stops once a step changes G by less than 1e-15 in norm, while this always runs `num_iter_max` steps. For unit
+    or 1/n masses the plans agree to about 1e-13 relative after 1000 steps.
     """
-    lam1, lam2 = (reg_m, reg_m) if isinstance(reg_m, int | float) else reg_m
+    pair = np.atleast_1d(np.asarray(reg_m, dtype=np.float64))
+    if pair.shape not in ((1,), (2,)):
+        raise ValueError(f"reg_m: expected a number or a pair of numbers, got {reg_m!r}")
+    lam1, lam2 = float(pair[0]), float(pair[-1])
     p1, p2 = lam1 / (lam1 + lam2), lam2 / (lam1 + lam2)
     a_t, b_t = torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)
     K = torch.as_tensor(M, dtype=torch.float64).div(-(lam1 + lam2)).exp_()
