@@ -26,6 +26,7 @@ from flowlab.core.nets import (
     UNet2d,
     knn_graph,
     radius_graph,
+    seeded_init,
     zero_init,
 )
 from flowlab.core.nets.dit import _unpatchify
@@ -664,3 +665,22 @@ def test_nets_follow_the_input_device(device):
     assert pre(x=x, sigma=t + 0.1).device == x.device
     cfg = ClassifierFreeGuidance(_CondField(), scale=2.0, null_cond={"cond": torch.zeros(3)})
     assert cfg(x=x, t=t, cond=x).device == x.device
+
+
+def test_seeded_init_ignores_earlier_draws_and_restores_the_global_rng():
+    def build(seed):
+        with seeded_init(seed):
+            return MLP(3, 2, (8,))
+
+    torch.manual_seed(0)
+    first = build(7)
+    after = torch.rand(3)  # the global stream goes on as if nothing had been built
+    torch.manual_seed(0)
+    assert torch.equal(torch.rand(3), after)
+    torch.rand(100)  # other draws before the second build
+    second = build(7)
+    for p, q in zip(first.parameters(), second.parameters(), strict=True):
+        assert torch.equal(p, q)
+    assert not torch.equal(next(build(8).parameters()), next(first.parameters()))
+    g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
+    assert torch.equal(next(build(g1).parameters()), next(build(g2).parameters()))

@@ -25,7 +25,7 @@ from torch import nn
 from flowlab.biology_dynamics.wfr_fm.data import TimeSeries, embedding, time_series_from_adata
 from flowlab.biology_dynamics.wfr_fm.objective import WFRSampler, train_matching, unbalanced_plans
 from flowlab.biology_dynamics.wfr_fm.sample import ParticleTrajectory, simulate_particles
-from flowlab.core.nets import TimeMLP
+from flowlab.core.nets import TimeMLP, seeded_init
 from flowlab.core.train import load_checkpoint, save_checkpoint
 
 __all__ = ["GrowthFields", "MatchingModel", "TimeCourseModel"]
@@ -148,7 +148,8 @@ class TimeCourseModel(ABC):
         if generator is None:
             generator = torch.Generator(device).manual_seed(0)
         self.state = FitState(times=series.times, counts=series.counts, dim=series.dim, hold_out=hold_out)
-        self.fields = self._build(series.dim).to(device)
+        with seeded_init(generator):  # the fields' initialisation depends on `generator` alone
+            self.fields = self._build(series.dim).to(device)
         self._train(series, device=device, generator=generator, callbacks=callbacks, progress=progress)
         self.fields.eval()
         return self

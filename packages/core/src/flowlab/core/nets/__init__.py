@@ -5,6 +5,7 @@ from flowlab.core.nets.egnn import EGNNLayer, EGNNOutput
 from flowlab.core.nets.embeddings import FourierFeatures, SinusoidalEmbedding
 from flowlab.core.nets.graph import knn_graph, radius_graph
 from flowlab.core.nets.mlp import MLP, ManifoldMLP, TimeMLP, zero_init
+from flowlab.core.nets.seeding import seeded_init
 from flowlab.core.nets.unet import UNet1d, UNet2d
 from flowlab.core.nets.wrappers import (
     ClassifierFreeGuidance,
@@ -31,5 +32,6 @@ __all__ = [
     "UNet2d",
     "knn_graph",
     "radius_graph",
+    "seeded_init",
     "zero_init",
 ]

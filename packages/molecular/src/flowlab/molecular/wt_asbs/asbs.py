@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from flowlab.core.grids import uniform
-from flowlab.core.nets import MLP, TimeMLP
+from flowlab.core.nets import MLP, TimeMLP, seeded_init
 from flowlab.core.solvers import solve_sde
 from flowlab.molecular.wt_asbs.bias import WellTemperedBias
 from flowlab.molecular.wt_asbs.cvs import CVSet
@@ -150,8 +150,7 @@ class ASBS:
         if self.source_mean.numel() != self.dim:
             raise ValueError(f"source_mean: expected {self.dim} values, got {self.source_mean.numel()}")
         self.generator = generator if generator is not None else torch.Generator(self.device).manual_seed(0)
-        with torch.random.fork_rng(devices=[]):  # network init seeded from `generator`, global RNG untouched
-            torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=self.generator)))
+        with seeded_init(self.generator):  # network init from `generator`, global RNG untouched
             self.controller = TimeMLP(self.dim, hidden=config.hidden, zero_out=True).to(**kw)
             self.corrector = MLP(self.dim, self.dim, config.hidden, zero_out=True).to(**kw)
         self.buffers = {"A": None, "C": None}

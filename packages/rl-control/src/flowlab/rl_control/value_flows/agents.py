@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from flowlab.core.distributions import rand, randn
+from flowlab.core.nets import seeded_init
 from flowlab.core.train import fit
 from flowlab.core.train.loop import FitResult
 from flowlab.rl_control.value_flows.data import OfflineDataset
@@ -363,8 +364,7 @@ def make_agent(config: AgentConfig, *, seed: int | None = None) -> _Agent:
     (independent of earlier draws from torch's global RNG, which is left untouched)."""
     if seed is None:
         return _AGENTS[config.method](config)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded_init(seed):
         return _AGENTS[config.method](config)
 
 
