@@ -381,10 +381,11 @@ def mm_unbalanced_kl(
     a: (n,), b: (m,) masses, M: (n, m) cost -> G: (n, m), float64. From G = a bᵀ, each step is
     G <- K ⊙ G / ((G 1)^p1 (Gᵀ 1)^p2ᵀ) with K = a^p1 bᵀ^p2 exp(−M / (λ1 + λ2)), p_i = λ_i / (λ1 + λ2). POT also
     allocates a copy and measures the step's change on every iteration (about ten passes over the matrix); this
-    makes five, which is 3.7× faster on a 900 × 969 WFR plan. Two differences from POT, both invisible unless the
-    plan's marginals come near 1e-16 (masses of 1e-12 per point, say): POT adds 1e-16 to the denominator, and it
-    stops once a step changes G by less than 1e-15 in norm, while this always runs `num_iter_max` steps. For unit
-    or 1/n masses the plans agree to about 1e-13 relative after 1000 steps.
+    makes five: 0.59 s against 2.19 s for 300 steps of a 900 × 969 plan (WFR cost, Gaussian points, one thread).
+    Two differences from POT, both invisible unless the plan's marginals come near 1e-16 (masses of 1e-12 per
+    point, say): POT adds 1e-16 to the denominator, and it stops once a step changes G by less than 1e-15 in norm,
+    while this always runs `num_iter_max` steps. For unit or 1/n masses the plans agree to about 1e-13 relative
+    after 1000 steps.
     """
     pair = np.atleast_1d(np.asarray(reg_m, dtype=np.float64))
     if pair.shape not in ((1,), (2,)):
