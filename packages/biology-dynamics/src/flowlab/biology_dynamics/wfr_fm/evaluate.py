@@ -29,6 +29,7 @@ __all__ = [
     "static_action",
     "tmv",
     "w1",
+    "w1_split_floor",
 ]
 
 
@@ -43,6 +44,18 @@ def w1(x: np.ndarray | torch.Tensor, y: np.ndarray | torch.Tensor, weights: np.n
     a = a / a.sum()
     b = np.full(y.shape[0], 1.0 / y.shape[0])
     return float(ot.emd2(a, b, ot.dist(x, y, metric="euclidean"), numItermax=10_000_000))
+
+
+def w1_split_floor(y: np.ndarray | torch.Tensor, *, seed: int = 0) -> float:
+    """W1 between two disjoint random halves of the cells y: (m, d): two samples of one law, each of half the
+    size. A finite-sample reference for `w1`: a model whose W1 to these cells is near or below it is within the
+    metric's sampling noise, where W1 no longer ranks models (nor times them to a target)."""
+    y = np.asarray(y.detach().cpu() if isinstance(y, torch.Tensor) else y, dtype=np.float64)
+    if y.ndim != 2 or y.shape[0] < 4:
+        raise ValueError(f"y: expected an (m, d) array with at least 4 cells, got shape {y.shape}")
+    order = np.random.default_rng(seed).permutation(y.shape[0])
+    half = y.shape[0] // 2
+    return w1(y[order[:half]], y[order[half : 2 * half]])
 
 
 def tmv(predicted_ratio: float, true_ratio: float) -> float:
