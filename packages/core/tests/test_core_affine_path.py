@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 
-from flowlab.core.distributions import StandardNormal, randn, sample_times
+from flowlab.core.distributions import StandardNormal, randint, randn, sample_times
 from flowlab.core.paths import AffinePath
 from flowlab.core.schedules import VE, VP, CondOT, Cosine, DiscreteVP
 from flowlab.core.typing import Prediction
@@ -107,6 +107,22 @@ def test_per_sample_generators_make_samples_independent_of_batching():
     assert torch.equal(full[4:], part)
     with pytest.raises(ValueError, match="generator"):
         randn((3, 2), generator=gens[:2])
+
+
+def test_randint_draws_torch_randint_on_the_generators_device():
+    out = randint(7, (5000,), generator=torch.Generator().manual_seed(3), device="meta")
+    assert out.device.type == "meta" and out.dtype == torch.int64  # moved after drawing on the CPU generator
+    out = randint(7, (5000,), generator=torch.Generator().manual_seed(3))
+    assert torch.equal(out, torch.randint(7, (5000,), generator=torch.Generator().manual_seed(3)))
+    assert torch.equal(torch.bincount(out, minlength=7) > 600, torch.ones(7, dtype=torch.bool))  # every value, ~714
+    assert int(out.min()) == 0 and int(out.max()) == 6
+    gens = [torch.Generator().manual_seed(i) for i in range(4)]
+    assert torch.equal(
+        randint(9, (4, 2), generator=gens)[3], randint(9, (2,), generator=torch.Generator().manual_seed(3))
+    )
+    for bad in (0, 2.5, True):
+        with pytest.raises(ValueError, match="high"):
+            randint(bad, (3,))
 
 
 def test_standard_normal_log_prob_and_time_samplers():

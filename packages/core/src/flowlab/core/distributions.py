@@ -9,7 +9,7 @@ import torch
 
 from flowlab.core.validation import check_choice, check_tensor
 
-__all__ = ["Generators", "StandardNormal", "rand", "randn", "sample_times"]
+__all__ = ["Generators", "StandardNormal", "rand", "randint", "randn", "sample_times"]
 
 Generators = torch.Generator | Sequence[torch.Generator] | None
 
@@ -51,6 +51,20 @@ def rand(
 ) -> torch.Tensor:
     """Uniform U[0, 1) noise of `shape`, with the generator handling of `randn`."""
     return _noise(torch.rand, shape, generator, device, dtype)
+
+
+def randint(
+    high: int,
+    shape: Sequence[int],
+    *,
+    generator: Generators = None,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """Integers uniform on {0, ..., high - 1} (int64) of `shape`, with the generator handling of `randn`: drawn on
+    the generator's device and moved to `device` (index draws for a CUDA batch from a CPU generator)."""
+    if isinstance(high, bool) or not isinstance(high, int) or high < 1:
+        raise ValueError(f"high: expected a positive integer, got {high!r}")
+    return _noise(lambda size, **kw: torch.randint(high, size, **kw), shape, generator, device, None)
 
 
 class StandardNormal:

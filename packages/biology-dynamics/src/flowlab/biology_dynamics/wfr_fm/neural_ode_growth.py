@@ -17,6 +17,7 @@ from torch import nn
 
 from flowlab.biology_dynamics.wfr_fm.model import TimeCourseModel, _check_config
 from flowlab.biology_dynamics.wfr_fm.sample import simulate_particles
+from flowlab.core.distributions import randint
 from flowlab.core.metrics import wasserstein
 from flowlab.core.train import EMA, fit
 
@@ -87,8 +88,7 @@ class GrowthNeuralODE(TimeCourseModel):
 
         def data(step: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
             def draw(x: torch.Tensor) -> torch.Tensor:
-                idx = torch.randint(x.shape[0], (c.batch,), generator=gen, device=gen.device).to(x.device)
-                return x[idx]
+                return x[randint(x.shape[0], (c.batch,), generator=gen, device=x.device)]
 
             return {"x0": draw(X[0]), "y": torch.stack([draw(x) for x in X[1:]], dim=1)}
 

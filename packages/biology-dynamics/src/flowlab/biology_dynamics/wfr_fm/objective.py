@@ -19,7 +19,7 @@ from torch import nn
 from flowlab.biology_dynamics.wfr_fm.data import TimeSeries
 from flowlab.biology_dynamics.wfr_fm.path import WFRDiracPath, wfr_cost
 from flowlab.core.couplings import ExactOTCoupling, Plan, UnbalancedOTCoupling
-from flowlab.core.distributions import rand, randn
+from flowlab.core.distributions import rand, randint, randn
 from flowlab.core.losses import flow_matching_loss
 from flowlab.core.train import EMA, FitResult, fit
 
@@ -167,8 +167,8 @@ class ExactOTSampler:
         parts = []
         for k in range(len(self.X) - 1):
             n0, n1 = self.X[k].shape[0], self.X[k + 1].shape[0]
-            i = torch.randint(n0, (self.batch,), generator=generator, device=generator.device).to(self.X[k].device)
-            j = torch.randint(n1, (self.batch,), generator=generator, device=generator.device).to(self.X[k].device)
+            i = randint(n0, (self.batch,), generator=generator, device=self.X[k].device)
+            j = randint(n1, (self.batch,), generator=generator, device=self.X[k].device)
             pair = self.coupling.pair(self.X[k][i], self.X[k + 1][j])
             s = rand((self.batch,), generator=generator, device=pair.x_0.device).to(pair.x_0.dtype)
             x_s = pair.x_0 + s[:, None] * (pair.x_1 - pair.x_0)

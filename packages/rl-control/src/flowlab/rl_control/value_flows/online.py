@@ -9,6 +9,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from flowlab.core.distributions import randint
 from flowlab.rl_control.value_flows.data import OfflineDataset
 from flowlab.rl_control.value_flows.envs import NoiseSpec, make_vector_env, noisy_step
 
@@ -89,7 +90,7 @@ class OnlineReplay:
             self.episode_returns.extend(float(r) for r in self.running[done])
             self.running[done] = 0.0
             self.obs = self.env.reset(options={"reset_mask": done})[0] if done.any() else obs2
-            idx = torch.randint(self.size, (batch_size,), generator=generator, device=generator.device).to(device)
+            idx = randint(self.size, (batch_size,), generator=generator, device=device)
             return {k: v[idx] for k, v in buf.items()}
 
         return data
