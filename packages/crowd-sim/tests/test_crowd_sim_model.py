@@ -189,8 +189,10 @@ def test_train_best_of_keeps_the_initialisation_with_the_lowest_validation_mae(s
     def build():
         return EnvSocialDiff(EnvSocialConfig.ablation("full", categories=scene_categories(scene), **SMALL))
 
+    before = torch.random.get_rng_state()
     model, scores = train_best_of(build, scene, [train_w], val_w, cfg, seeds=[3, 4, 5], sample_steps=4,
                                   progress=False)  # fmt: skip
+    assert torch.equal(torch.random.get_rng_state(), before)  # the caller's global RNG is left as it was
     assert len(scores) == 3 and len(set(scores)) == 3  # the initialisations differ
     best = scores.index(min(scores))
     # the kept model is the best candidate: its validation rollout (same seed) reproduces the minimum
