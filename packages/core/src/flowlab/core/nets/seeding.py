@@ -7,6 +7,8 @@ from contextlib import contextmanager
 
 import torch
 
+from flowlab.core.distributions import randint
+
 __all__ = ["seeded_init"]
 
 
@@ -16,7 +18,7 @@ def seeded_init(seed: int | torch.Generator) -> Iterator[None]:
     seeded with `seed` (a generator gives one draw from itself), and restored on exit. Without it a model's
     initialisation depends on how many other models were built, or trained, earlier in the process."""
     if isinstance(seed, torch.Generator):
-        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=seed, device=seed.device))
+        seed = int(randint(2**31 - 1, (1,), generator=seed))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         yield

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from flowlab.core.distributions import randint
+
 __all__ = ["OfflineDataset", "load_dataset"]
 
 _REQUIRED = ("observations", "actions", "rewards", "next_observations", "terminations", "truncations")
@@ -117,7 +119,7 @@ class OfflineDataset:
         n = len(self)
 
         def data(step: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
-            idx = torch.randint(n, (batch_size,), generator=generator).to(device)
+            idx = randint(n, (batch_size,), generator=generator, device=device)
             return {k: v[idx] for k, v in t.items()}
 
         return data
