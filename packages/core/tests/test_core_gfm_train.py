@@ -15,6 +15,7 @@ from flowlab.core.bench import BenchContext
 from flowlab.core.gfm import GFMConfig, random_torus_mixture, semigroup_error, train_gfm
 from flowlab.core.gfm.benchmarks import SCENARIOS, run_earth, run_hyperbolic
 from flowlab.core.gfm.cli import app
+from flowlab.core.gfm.train import scheduled_lr
 from flowlab.core.manifolds import FlatTorus, Sphere
 
 
@@ -63,6 +64,19 @@ def test_every_objective_trains_on_the_sphere(objective):
         assert out.history[-1]["rfm"] < out.history[0]["rfm"]
     with pytest.raises(ValueError, match="data"):
         train_gfm(sphere, 2 * data, cfg, generator=torch.Generator())
+
+
+def test_scheduled_lr_is_the_training_schedule():
+    """The warm-started GFM phase starts where the RFM schedule was: scheduled_lr equals torch's cosine schedule."""
+    cfg = GFMConfig(steps=40, lr=3e-3, lr_min=1e-5)
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=cfg.lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=cfg.steps, eta_min=cfg.lr_min)
+    for step in range(cfg.steps + 1):
+        assert scheduled_lr(cfg, step) == pytest.approx(opt.param_groups[0]["lr"], rel=1e-9, abs=1e-12)
+        opt.step()
+        sched.step()
+    with pytest.raises(ValueError, match="step"):
+        scheduled_lr(cfg, 41)
 
 
 def test_scenarios_registered_and_hyperbolic_runs_on_a_tiny_budget(tmp_path):

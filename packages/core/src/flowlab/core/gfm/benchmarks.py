@@ -36,7 +36,7 @@ from flowlab.core.gfm.evaluate import (
     semigroup_error,
 )
 from flowlab.core.gfm.sample import sample
-from flowlab.core.gfm.train import GFMConfig, train_gfm
+from flowlab.core.gfm.train import GFMConfig, scheduled_lr, train_gfm
 from flowlab.core.manifolds import FlatTorus, PoincareBall, Sphere
 from flowlab.core.manifolds.base import Manifold
 
@@ -111,8 +111,9 @@ def _evaluate_case(
     """Train RFM and every objective of cfg["objectives"] on `train`; metrics per method label.
 
     With cfg["warm_start"] = N > 0 the GFM models start from the RFM model's (EMA) weights after N of its steps and
-    train cfg["steps"] − N steps with their own objective, so every model sees cfg["steps"] steps in all; with 0 each
-    trains from scratch.
+    train cfg["steps"] − N steps with their own objective, so every model sees cfg["steps"] steps in all; their
+    cosine schedule starts from the learning rate RFM's had reached at step N (a fine-tune, not a restart at the
+    peak rate). With 0 each trains from scratch.
     """
     steps, warm = int(cfg["steps"]), int(cfg["warm_start"])
     if not 0 <= warm < steps:
@@ -127,11 +128,13 @@ def _evaluate_case(
         if info.step == warm and info.ema is not None:
             snapshot.update({k: v.detach().clone() for k, v in info.ema.shadow.items()})
 
+    warm_lr = scheduled_lr(_config(cfg, "rfm", steps), warm)
     for objective in ("rfm", *cfg["objectives"]):
         start = time.perf_counter()
         init = snapshot if (objective != "rfm" and warm) else None
+        config = replace(_config(cfg, objective, steps - warm), lr=warm_lr) if init else _config(cfg, objective, steps)
         trained = train_gfm(
-            manifold, train, _config(cfg, objective, steps - warm if init else steps), generator=ctx.generator,
+            manifold, train, config, generator=ctx.generator,
             device=ctx.device, callbacks=(keep,) if objective == "rfm" else (), init=init,
         )  # fmt: skip
         row = {"train_s": time.perf_counter() - start}

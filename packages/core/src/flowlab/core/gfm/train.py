@@ -17,7 +17,7 @@ from flowlab.core.manifolds.base import Manifold
 from flowlab.core.train import EMA, fit
 from flowlab.core.validation import check_choice
 
-__all__ = ["GFMConfig", "TrainedGFM", "train_gfm"]
+__all__ = ["GFMConfig", "TrainedGFM", "scheduled_lr", "train_gfm"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,13 @@ class GFMConfig:
         out = asdict(self)
         out["hidden"] = list(self.hidden)
         return out
+
+
+def scheduled_lr(config: GFMConfig, step: int) -> float:
+    """The learning rate `train_gfm`'s cosine schedule has reached after `step` of `config.steps` steps."""
+    if not 0 <= step <= config.steps:
+        raise ValueError(f"step: expected 0 <= step <= {config.steps}, got {step!r}")
+    return config.lr_min + (config.lr - config.lr_min) * (1 + math.cos(math.pi * step / config.steps)) / 2
 
 
 @dataclass(frozen=True)
