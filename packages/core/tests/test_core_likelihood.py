@@ -341,6 +341,28 @@ def test_poincare_identity_and_contraction():
     torch.testing.assert_close(res.log_prob, _poincare_contraction_log_prob(ball, x, beta), atol=1e-6, rtol=0)
 
 
+def test_flow_that_leaves_the_poincare_ball_gives_zero_density_not_a_number():
+    """dx/dt = −2x carries x back to e^{2(1−t)} x: from ‖x‖ = 0.5 that crosses the boundary (no source mass reaches
+    x, log p = −inf, with a warning), from ‖x‖ = 0.1 it stays inside (‖x_0‖ = 0.74) and matches the closed form."""
+    ball, beta = PoincareBall(2), 2.0
+    x = torch.tensor([[0.5, 0.0], [0.0, 0.1], [-0.06, 0.08]], dtype=F64)
+
+    def expansion_backwards(*, x, t):
+        return -beta * x
+
+    with pytest.warns(RuntimeWarning, match="1 of 3 reverse trajectories reached the manifold's boundary"):
+        res = log_likelihood(expansion_backwards, x, manifold=ball, grid=_back(64), method="rk4")
+    assert res.left_manifold.tolist() == [True, False, False]
+    assert res.log_prob[0] == -math.inf
+    torch.testing.assert_close(res.log_prob[1:], _poincare_contraction_log_prob(ball, x[1:], beta), atol=1e-6, rtol=0)
+    with pytest.warns(RuntimeWarning, match="forward trajectories"):
+        fwd = sample_with_log_likelihood(lambda *, x, t: beta * x, x, manifold=ball, grid=_back(64).flip(0))
+    assert fwd.left_manifold.tolist() == [True, False, False] and fwd.log_prob[0].isnan()
+    sphere_res = log_likelihood(lambda *, x, t: torch.zeros_like(x), Sphere(2).random_base(4), manifold=Sphere(2),
+                                grid=_back(2))  # fmt: skip
+    assert not sphere_res.left_manifold.any()
+
+
 def test_torus_and_product_closed_forms():
     """Torus angle flow dx/dt = sin x (tan(x/2) grows like e^t) alone and in a product with the sphere flow."""
     torus, sphere = FlatTorus(2), Sphere(2)

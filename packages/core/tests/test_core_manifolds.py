@@ -462,3 +462,13 @@ def test_malformed_input_raises_naming_the_argument():
         Product([])
     with pytest.raises(ValueError, match=r"^alpha:"):
         Simplex(3).random_dirichlet(4, [1.0, -1.0, 1.0])
+
+
+def test_at_boundary_marks_points_projx_pinned_to_the_ball_edge():
+    ball = PoincareBall(2, c=4.0)
+    x = torch.tensor([[0.0, 0.0], [0.3, 0.2], [3.0, 4.0], [0.499999, 0.0], [0.49999, 0.0]])
+    assert ball.at_boundary(ball.projx(x)).tolist() == [False, False, True, True, False]
+    prod = Product([Sphere(2), ball])
+    y = torch.cat([Sphere(2).random_base(4, generator=torch.Generator().manual_seed(0)), ball.projx(x[:4])], dim=-1)
+    assert prod.at_boundary(y).tolist() == [False, False, True, True]
+    assert not Sphere(2).at_boundary(y[:, :3]).any()

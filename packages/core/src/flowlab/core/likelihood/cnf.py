@@ -15,6 +15,7 @@ to the inputs or the field's parameters.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -77,7 +78,9 @@ class LikelihoodResult:
     """log_prob: (B,) log p_1 of the input points (w.r.t. Lebesgue measure, or the Riemannian volume on a manifold);
     x_0: (B, ...) where the points land at the end of the grid (t=0); log_prob_source: (B,) the source log-density
     there; delta: (B,) = -int_0^1 div v dt, so log_prob = log_prob_source + delta; nfe: field evaluations;
-    trajectory: with `return_trajectory`, the `AugmentedState` at every grid point (adaptive: at every grid time)."""
+    trajectory: with `return_trajectory`, the `AugmentedState` at every grid point (adaptive: at every grid time);
+    left_manifold: (B,) bool on a manifold with a boundary at infinity (`Manifold.at_boundary`): points whose
+    reverse flow reached that boundary, so no source mass reaches them and their log_prob is −inf."""
 
     log_prob: torch.Tensor
     x_0: torch.Tensor
@@ -85,12 +88,15 @@ class LikelihoodResult:
     delta: torch.Tensor
     nfe: int
     trajectory: Trajectory | None = None
+    left_manifold: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
 class SampleLikelihood:
     """x_1: (B, ...) the samples; log_prob: (B,) their model log-density; log_prob_source: (B,) the source log-density
-    of the starting points; delta: (B,) = int_0^1 div v dt, so log_prob = log_prob_source - delta; nfe; trajectory."""
+    of the starting points; delta: (B,) = int_0^1 div v dt, so log_prob = log_prob_source - delta; nfe; trajectory;
+    left_manifold: (B,) bool on a manifold with a boundary at infinity: samples the flow carried to that boundary
+    (pinned there by the retraction; their log_prob is NaN, undefined)."""
 
     x_1: torch.Tensor
     log_prob: torch.Tensor
@@ -98,6 +104,7 @@ class SampleLikelihood:
     delta: torch.Tensor
     nfe: int
     trajectory: Trajectory | None = None
+    left_manifold: torch.Tensor | None = None
 
 
 def log_likelihood(
@@ -242,10 +249,11 @@ def _solve(
     def augmented(y: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return velocity_and_divergence(field, y, t, directions, exact=exact, geometry=geometry, cond=cond)
 
+    left = None
     if adaptive:
         out, nfe = _integrate_adaptive(augmented, x, grid, method=method, atol=atol, rtol=rtol)
     else:
-        out, nfe = _integrate_fixed(
+        out, nfe, left = _integrate_fixed(
             augmented, field, x, grid, method=method, manifold=manifold, return_trajectory=return_trajectory, cond=cond
         )
     end = out.final if isinstance(out, Trajectory) else out
@@ -253,21 +261,23 @@ def _solve(
     if decreasing:
         log_prob_source = log_density(end.x)
         return LikelihoodResult(
-            log_prob=log_prob_source + end.delta,
+            log_prob=_mask_left(log_prob_source + end.delta, left, -math.inf, "reverse"),
             x_0=end.x,
             log_prob_source=log_prob_source,
             delta=end.delta,
             nfe=nfe,
             trajectory=trajectory,
+            left_manifold=left,
         )
     log_prob_source = log_density(x)
     return SampleLikelihood(
         x_1=end.x,
-        log_prob=log_prob_source - end.delta,
+        log_prob=_mask_left(log_prob_source - end.delta, left, math.nan, "forward"),
         log_prob_source=log_prob_source,
         delta=end.delta,
         nfe=nfe,
         trajectory=trajectory,
+        left_manifold=left,
     )
 
 
@@ -308,9 +318,32 @@ def _integrate_fixed(augmented, field, x, grid, *, method, manifold, return_traj
             div = b[s] * d if div is None else div + b[s] * d
         return AugmentedState(retract(state.x, *_combine(h, b, slopes)), torch.addcmul(state.delta, dt, div))
 
+    left = None if manifold is None else manifold.at_boundary(x)
+
+    def tracked(i: int, state: AugmentedState, t: torch.Tensor, t_next: torch.Tensor) -> AugmentedState:
+        nonlocal left
+        new = step(i, state, t, t_next)
+        left = left | manifold.at_boundary(new.x)
+        return new
+
     start = AugmentedState(x, torch.zeros(x.shape[0], device=x.device, dtype=x.dtype))
-    out = run_grid(step, start, times, grid, return_trajectory=return_trajectory, callback=None)
-    return out, (len(times) - 1) * len(b)
+    out = run_grid(
+        step if manifold is None else tracked, start, times, grid, return_trajectory=return_trajectory, callback=None
+    )
+    return out, (len(times) - 1) * len(b), left
+
+
+def _mask_left(log_prob: torch.Tensor, left: torch.Tensor | None, fill: float, direction: str) -> torch.Tensor:
+    """log_prob with `fill` where the flow left the manifold (see `LikelihoodResult.left_manifold`), and a warning."""
+    if left is None or not bool(left.any()):
+        return log_prob
+    warnings.warn(
+        f"{int(left.sum())} of {left.numel()} {direction} trajectories reached the manifold's boundary at infinity "
+        f"(the field carries them off the manifold); their log_prob is {fill}",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+    return log_prob.masked_fill(left, fill)
 
 
 def _combine(h: torch.Tensor, coeffs: tuple[float, ...], slopes: list[torch.Tensor]):

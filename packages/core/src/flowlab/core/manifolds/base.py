@@ -58,6 +58,11 @@ class Manifold(ABC):
     def belongs(self, x: torch.Tensor, atol: float | None = None) -> torch.Tensor:
         """Bool mask (B,): which points lie on the manifold within `atol`."""
 
+    def at_boundary(self, x: torch.Tensor) -> torch.Tensor:
+        """Bool mask (B,): which points `projx` has pinned to a boundary at infinite distance (a flow that carries
+        them there has left the manifold). All False on manifolds without such a boundary (the default)."""
+        return torch.zeros(x.shape[:-1], dtype=torch.bool, device=x.device)
+
     def check_point(self, x: torch.Tensor, name: str = "x") -> torch.Tensor:
         """Raise `ValueError` naming `name` when any point is off the manifold; return x."""
         if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[-1] != self.ambient_dim:

@@ -104,6 +104,12 @@ class PoincareBall(Manifold):
     def proju(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         return u
 
+    def at_boundary(self, x: torch.Tensor) -> torch.Tensor:
+        """Points at the `projx` limit sqrt(c) ||x|| = 1 − 1e-5 (hyperbolic radius ≈ 12.2 / sqrt(c)), to float
+        precision."""
+        limit = (1 - BALL_EPS) * (1 - 4 * torch.finfo(x.dtype).eps)
+        return math.sqrt(self.c) * x.norm(dim=-1) >= limit
+
     def inner(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         return self.lambda_x(x).squeeze(-1) ** 2 * (u * v).sum(-1)
 

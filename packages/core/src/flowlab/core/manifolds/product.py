@@ -56,6 +56,9 @@ class Product(Manifold):
     def transp(self, x: torch.Tensor, y: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         return torch.cat([m.transp(a, b, c) for m, a, b, c in self._split(x, y, u)], dim=-1)
 
+    def at_boundary(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.stack([m.at_boundary(a) for m, a in self._split(x)]).any(dim=0)
+
     def belongs(self, x: torch.Tensor, atol: float | None = None) -> torch.Tensor:
         ok = [m.belongs(a, atol) for m, a in self._split(x)]
         return torch.stack(ok).all(dim=0)
