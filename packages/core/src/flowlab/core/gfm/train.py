@@ -14,6 +14,7 @@ from flowlab.core.flowmaps import ParametrisedFlowMap
 from flowlab.core.gfm.model import build_flow_map
 from flowlab.core.gfm.objective import OBJECTIVES, gfm_loss
 from flowlab.core.manifolds.base import Manifold
+from flowlab.core.nets import seeded_init
 from flowlab.core.train import EMA, fit
 from flowlab.core.validation import check_choice
 
@@ -100,18 +101,20 @@ def train_gfm(
 ) -> TrainedGFM:
     """Train on `data`: (N, ambient_dim) points on `manifold` with source draws from `manifold.random_base`.
 
-    Every step draws a batch with replacement and fresh source points and times from `generator` (CPU), so a
-    run is reproducible from its seed. `init`: a state dict to start from (e.g. an RFM model's weights: a warm
-    start); `callbacks` go to `fit`. Returns the model with its EMA weights loaded.
+    The initial weights (one draw) and every step's batch (with replacement), source points and times come from
+    `generator` (CPU), so a run is reproducible from its seed whatever else uses torch's global RNG. `init`: a
+    state dict to start from (e.g. an RFM model's weights: a warm start); `callbacks` go to `fit`. Returns the
+    model with its EMA weights loaded.
     """
     if not isinstance(config, GFMConfig):
         raise ValueError(f"config: expected a GFMConfig, got {type(config).__name__}")
     manifold.check_point(data, "data")
     device = torch.device(device)
     data_cpu = data.detach().to("cpu", torch.float32)
-    flow_map = build_flow_map(
-        manifold, hidden=config.hidden, time_embed_dim=config.time_embed_dim, time_scale=config.time_scale
-    )
+    with seeded_init(generator):  # the initial weights come from `generator`, not from torch's global RNG
+        flow_map = build_flow_map(
+            manifold, hidden=config.hidden, time_embed_dim=config.time_embed_dim, time_scale=config.time_scale
+        )
     if init is not None:
         flow_map.load_state_dict(init)
     flow_map.to(device)
