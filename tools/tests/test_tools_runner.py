@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -105,6 +106,19 @@ def test_report_has_tables_and_plots(tmp_path):
     assert "abs_mean ↓" in text and "**error**" in text and "**skipped**" in text
     png = tmp_path / "plots" / "core.ok.case.png"
     assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _inf_on_seed_one(ctx):
+    return BenchResult(metrics={"abs_mean": math.inf if ctx.seed == 1 else 0.5, "std": 1.0})
+
+
+def test_report_shows_an_infinite_metric_without_a_spread(tmp_path):
+    """A metric that is inf on one seed (e.g. an NLL where the model's density is zero) reads 'inf', no ± spread."""
+    scenario = _scenario("core.inf.case", _inf_on_seed_one)
+    records = run_all([scenario], seeds=[0, 1], variant="quick", device=torch.device("cpu"), out_dir=tmp_path,
+                      data_root=None)  # fmt: skip
+    text = write_report([r.to_json() for r in records], tmp_path).read_text()
+    assert "| inf | 1 ± 0 |" in text
 
 
 def test_ratios_divide_shared_metrics_only():

@@ -37,7 +37,7 @@ def _fmt(values: Sequence[float]) -> str:
         return "–"
     m = mean(vals)
     text = f"{m:.4g}"
-    if len(vals) > 1:
+    if len(vals) > 1 and all(math.isfinite(v) for v in vals):  # an inf value (e.g. a zero density) has no spread
         text += f" ± {stdev(vals):.2g}"
     return text
 
@@ -92,7 +92,7 @@ def _plot(name: str, metrics: list[str], rows, directions: dict[str, str], path:
         labels, heights, errs = [], [], []
         for label, vals in rows:
             v = [x for x in vals.get(metric, []) if x is not None and not math.isnan(x)]
-            if v:
+            if v and all(math.isfinite(x) for x in v):  # an inf mean has no bar; the table shows it
                 labels.append(label.replace("**", "").replace(" (ours)", "\n(ours)").replace(" (baseline)", ""))
                 heights.append(mean(v))
                 errs.append(stdev(v) if len(v) > 1 else 0.0)
