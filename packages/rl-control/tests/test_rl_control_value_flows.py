@@ -432,7 +432,7 @@ def test_chain_and_online_scenarios_run_end_to_end(tmp_path):
     chain.update(steps=10, workers=1, agents=(*chain["agents"], ("c51_again", "c51", {})))
     ctx = BenchContext(0, "quick", chain, torch.device("cpu"), torch.Generator().manual_seed(0), tmp_path, None)
     res = CHAIN.run(ctx)
-    assert set(res.baselines) == {"c51", "iqn", "c51_again"}
+    assert set(res.baselines) == {"c51", "iqn", "c51_true_support", "c51_again"}
     assert all(math.isfinite(r["w1"]) for r in (res.metrics, *res.baselines.values()))
     assert all(-1 <= res.metrics[f"spearman_spread_{k}"] <= 1 for k in ("1eps", "mean", "rms"))
     control = {**CONTROL.variants["quick"], "n_transitions": 300, "steps": 3, "eval_episodes": 2, "workers": 1}
