@@ -51,12 +51,13 @@ def gfm_loss(
     sd_weight: float = 1.0,
     t_max: float = 1.0 - 1e-3,
     max_gap: float | None = None,
-    esd_stopgrad: str = "pushforward",
+    esd_stopgrad: str = "none",
 ) -> GFMLoss:
     """One GFM loss evaluation on source draws x_0 and data x_1: (B, ambient_dim) on `manifold`.
 
     flow_map: a two-time map with `velocity` (e.g. `build_flow_map(...)`). `generator` (CPU) draws the times.
-    See the module docstring for the objectives; `esd_stopgrad` is passed to `esd_loss` ("pushforward" | "none").
+    See the module docstring for the objectives; `esd_stopgrad` is passed to `esd_loss` ("none" | "pushforward").
+    The default differs from the spec's "pushforward", which diverged in training on volcano and T² (see README).
     """
     check_choice(objective, OBJECTIVES, "objective")
     if not isinstance(manifold, Manifold):

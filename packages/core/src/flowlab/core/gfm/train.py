@@ -43,7 +43,7 @@ class GFMConfig:
     diag_fraction: float = 0.25
     sd_weight: float = 1.0
     max_gap: float | None = None
-    esd_stopgrad: str = "pushforward"
+    esd_stopgrad: str = "none"  # the spec's "pushforward" diverged on volcano and T² (README)
     t_max: float = 1.0 - 1e-3
 
     def __post_init__(self) -> None:
