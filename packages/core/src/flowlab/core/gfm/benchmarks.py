@@ -68,7 +68,7 @@ def _config(cfg: Mapping[str, Any], objective: str, steps: int) -> GFMConfig:
         hidden=tuple(cfg["hidden"]),
         lr=float(cfg["lr"]),
         ema_decay=float(cfg["ema_decay"]),
-        diag_fraction=float(cfg.get("diag_fraction", 0.25)),
+        diag_fraction=cfg.get("diag_fraction"),  # None: the objective's default
     )
 
 

@@ -40,7 +40,7 @@ class GFMConfig:
     lr_min: float = 1e-5
     ema_decay: float = 0.999
     grad_clip: float = 1.0
-    diag_fraction: float = 0.25
+    diag_fraction: float | None = None  # None: the objective's default, `objective.DEFAULT_DIAG_FRACTION`
     sd_weight: float = 1.0
     max_gap: float | None = None
     esd_stopgrad: str = "none"  # the spec's "pushforward" diverged on volcano and T² (README)
