@@ -31,13 +31,18 @@ def load_records(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def _present(values: Sequence[float]) -> list[float]:
+    """The values a seed reported (None and NaN dropped); inf stays (e.g. an NLL where the model's density is 0)."""
+    return [v for v in values if v is not None and not math.isnan(v)]
+
+
 def _fmt(values: Sequence[float]) -> str:
-    vals = [v for v in values if v is not None and not math.isnan(v)]
+    vals = _present(values)
     if not vals:
         return "–"
     m = mean(vals)
     text = f"{m:.4g}"
-    if len(vals) > 1 and all(math.isfinite(v) for v in vals):  # an inf value (e.g. a zero density) has no spread
+    if len(vals) > 1 and all(math.isfinite(v) for v in vals):  # an inf value has no spread
         text += f" ± {stdev(vals):.2g}"
     return text
 
@@ -91,7 +96,7 @@ def _plot(name: str, metrics: list[str], rows, directions: dict[str, str], path:
     for ax, metric in zip(axes.flat, shown):
         labels, heights, errs = [], [], []
         for label, vals in rows:
-            v = [x for x in vals.get(metric, []) if x is not None and not math.isnan(x)]
+            v = _present(vals.get(metric, []))
             if v and all(math.isfinite(x) for x in v):  # an inf mean has no bar; the table shows it
                 labels.append(label.replace("**", "").replace(" (ours)", "\n(ours)").replace(" (baseline)", ""))
                 heights.append(mean(v))
