@@ -129,9 +129,11 @@ def test_cli_train_sample_evaluate_round_trip(tmp_path: Path):
     runner = CliRunner()
     run = tmp_path / "run"
     args = ["train", "--data", "torus:2", "--out", str(run), "--objective", "psd", "--steps", "10"]
+    args += ["--fourier-dim", "8", "--fourier-scale", "2"]  # sample and evaluate rebuild the same architecture
     res = runner.invoke(app, [*args, "--batch-size", "32", "--hidden", "16,16", "--no-progress"])
     assert res.exit_code == 0, res.output
-    assert (run / "model.pt").is_file() and json.loads((run / "config.json").read_text())["config"]["steps"] == 10
+    config = json.loads((run / "config.json").read_text())["config"]
+    assert (run / "model.pt").is_file() and config["steps"] == 10 and config["fourier_dim"] == 8
     res = runner.invoke(app, ["sample", "--run", str(run), "--out", str(tmp_path / "x.csv"), "--n", "20", "--nfe", "2"])
     assert res.exit_code == 0, res.output
     rows = (tmp_path / "x.csv").read_text().split()

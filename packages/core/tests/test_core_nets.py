@@ -220,6 +220,27 @@ def test_manifold_mlp_torus_features_are_periodic():
     assert two(x=x.float(), s=t.float() / 2, t=t.float()).shape == (8, 2)
 
 
+def test_manifold_mlp_fourier_features_of_the_embedding():
+    """Fourier features act on the manifold's embedding, so the torus net stays periodic; they are fixed buffers
+    drawn at construction (part of the state dict, not trained) and bad widths are rejected."""
+    net = ManifoldMLP(_TestTorus(2), hidden=(32,), fourier_dim=16, fourier_scale=3.0).double()
+    assert net.mlp.in_dim == 4 + 16 + 64
+    assert tuple(net.fourier.weight.shape) == (4, 8) and "fourier.weight" in net.state_dict()
+    assert all(p is not net.fourier.weight for p in net.parameters())
+    x = _TestTorus(2).random_base(8, generator=_gen(), dtype=torch.float64)
+    t = torch.rand(8, generator=_gen(1), dtype=torch.float64)
+    shift = 2 * math.pi * torch.tensor([-2.0, 1.0], dtype=torch.float64)
+    torch.testing.assert_close(net(x=x, t=t), net(x=x + shift, t=t))
+    plain = ManifoldMLP(_TestTorus(2), hidden=(32,)).double()
+    feats = net._features(x)
+    torch.testing.assert_close(feats[:, :4], plain._features(x))  # the embedding itself, then its features
+    assert feats.shape == (8, 20)
+    with pytest.raises(ValueError, match="fourier_dim"):
+        ManifoldMLP(_TestTorus(2), fourier_dim=-2)
+    with pytest.raises(ValueError, match="dim"):
+        ManifoldMLP(_TestTorus(2), fourier_dim=3)
+
+
 def test_manifold_mlp_projects_to_tangent_space():
     net = ManifoldMLP(_TestSphere(2), hidden=(32,)).double()
     assert net.mlp.in_dim == 3 + 64

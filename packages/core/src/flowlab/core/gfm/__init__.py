@@ -28,7 +28,7 @@ from flowlab.core.gfm.evaluate import (
 from flowlab.core.gfm.model import build_flow_map
 from flowlab.core.gfm.objective import OBJECTIVES, GFMLoss, gfm_loss
 from flowlab.core.gfm.sample import SAMPLERS, sample
-from flowlab.core.gfm.train import GFMConfig, TrainedGFM, train_gfm
+from flowlab.core.gfm.train import GFMConfig, TrainedGFM, flow_map_for, train_gfm
 
 __all__ = [
     "EARTH_SETS",
@@ -41,6 +41,7 @@ __all__ = [
     "TrainedGFM",
     "build_flow_map",
     "evaluate_nll",
+    "flow_map_for",
     "geodesic_mmd",
     "gfm_loss",
     "latlon_to_sphere",

@@ -20,9 +20,8 @@ import typer
 
 from flowlab.core.gfm.data import EARTH_SETS, load_angles, load_earth, poincare_mixture, random_torus_mixture, split
 from flowlab.core.gfm.evaluate import evaluate_nll, manifold_error, mmd_by_nfe, reference_bandwidth
-from flowlab.core.gfm.model import build_flow_map
 from flowlab.core.gfm.sample import SAMPLERS, sample
-from flowlab.core.gfm.train import GFMConfig, train_gfm
+from flowlab.core.gfm.train import GFMConfig, flow_map_for, train_gfm
 from flowlab.core.manifolds import FlatTorus, PoincareBall, Sphere
 from flowlab.core.manifolds.base import Manifold
 
@@ -80,9 +79,7 @@ def _load_run(run: Path) -> tuple[Any, dict[str, Any], Dataset]:
     meta = json.loads(cfg_path.read_text())
     data = load_dataset(meta["data"], seed=meta["seed"], data_root=meta.get("data_root"))
     config = GFMConfig(**{**meta["config"], "hidden": tuple(meta["config"]["hidden"])})
-    fm = build_flow_map(
-        data.manifold, hidden=config.hidden, time_embed_dim=config.time_embed_dim, time_scale=config.time_scale
-    )
+    fm = flow_map_for(data.manifold, config)
     fm.load_state_dict(torch.load(weights, weights_only=True))
     fm.eval()
     return fm, meta, data
@@ -97,6 +94,8 @@ def train(
     batch_size: Annotated[int, typer.Option(help="Batch size.")] = 512,
     hidden: Annotated[str, typer.Option(help="MLP widths, comma separated.")] = "256,256,256,256",
     lr: Annotated[float, typer.Option(help="Peak learning rate (cosine decay to 1e-5).")] = 1e-3,
+    fourier_dim: Annotated[int, typer.Option(help="Random Fourier features of x (0: none; earth bench: 128).")] = 0,
+    fourier_scale: Annotated[float, typer.Option(help="Their frequency scale (earth bench: 3).")] = 1.0,
     seed: Annotated[int, typer.Option(help="Seed of the split / generated data and of training.")] = 0,
     data_root: Annotated[str | None, typer.Option(help="Data root (default $FLOWLAB_DATA).")] = None,
     device: Annotated[str, typer.Option(help="Torch device.")] = "cpu",
@@ -105,7 +104,10 @@ def train(
     """Train a GFM (or the RFM baseline) and write model.pt + config.json into OUT."""
     try:
         widths = tuple(int(h) for h in hidden.split(","))
-        config = GFMConfig(objective=objective, steps=steps, batch_size=batch_size, hidden=widths, lr=lr)
+        config = GFMConfig(
+            objective=objective, steps=steps, batch_size=batch_size, hidden=widths, lr=lr,
+            fourier_dim=fourier_dim, fourier_scale=fourier_scale,
+        )  # fmt: skip
         ds = load_dataset(data, seed=seed, data_root=data_root)
     except (ValueError, FileNotFoundError) as err:
         _fail(err)

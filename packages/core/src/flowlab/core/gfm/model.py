@@ -23,13 +23,17 @@ def build_flow_map(
     time_embed_dim: int = 32,
     time_scale: float = 100.0,
     act: str = "silu",
+    fourier_dim: int = 0,
+    fourier_scale: float = 1.0,
 ) -> ParametrisedFlowMap:
     """The GFM (and RFM baseline) model: `ParametrisedFlowMap(ManifoldMLP(manifold, times=2, ...), manifold=manifold)`.
 
     Call it as X(x=x, s=s, t=t); `velocity(x=, s=, t=)` is v_{s,t} and `.diagonal_field` the implicit flow
-    v_{t,t} used by the RFM loss, Euler sampling and the likelihood.
+    v_{t,t} used by the RFM loss, Euler sampling and the likelihood. `fourier_dim` / `fourier_scale`: random
+    Fourier features of the input embedding (`ManifoldMLP`; 0: none).
     """
     net = ManifoldMLP(
-        manifold, times=2, hidden=tuple(hidden), time_embed_dim=time_embed_dim, time_scale=time_scale, act=act
-    )
+        manifold, times=2, hidden=tuple(hidden), time_embed_dim=time_embed_dim, time_scale=time_scale, act=act,
+        fourier_dim=fourier_dim, fourier_scale=fourier_scale,
+    )  # fmt: skip
     return ParametrisedFlowMap(net, manifold=manifold)

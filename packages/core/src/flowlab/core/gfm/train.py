@@ -18,7 +18,7 @@ from flowlab.core.nets import seeded_init
 from flowlab.core.train import EMA, fit
 from flowlab.core.validation import check_choice
 
-__all__ = ["GFMConfig", "TrainedGFM", "scheduled_lr", "train_gfm"]
+__all__ = ["GFMConfig", "TrainedGFM", "flow_map_for", "scheduled_lr", "train_gfm"]
 
 
 @dataclass(frozen=True)
@@ -26,8 +26,8 @@ class GFMConfig:
     """Model and training options (defaults ours: the paper's sizes are unverified).
 
     objective: lsd | esd | psd | mf | rfm. hidden: MLP widths; time_embed_dim / time_scale: the sinusoidal
-    embedding of s and t. lr decays along a cosine to lr_min. diag_fraction, sd_weight, max_gap, esd_stopgrad,
-    t_max: see `gfm_loss`.
+    embedding of s and t; fourier_dim / fourier_scale: random Fourier features of x (0: none; `ManifoldMLP`).
+    lr decays along a cosine to lr_min. diag_fraction, sd_weight, max_gap, esd_stopgrad, t_max: see `gfm_loss`.
     """
 
     objective: str = "lsd"
@@ -36,6 +36,8 @@ class GFMConfig:
     hidden: tuple[int, ...] = (256, 256, 256, 256)
     time_embed_dim: int = 32
     time_scale: float = 100.0
+    fourier_dim: int = 0
+    fourier_scale: float = 1.0
     lr: float = 1e-3
     lr_min: float = 1e-5
     ema_decay: float = 0.999
@@ -48,6 +50,8 @@ class GFMConfig:
 
     def __post_init__(self) -> None:
         check_choice(self.objective, OBJECTIVES, "objective")
+        if isinstance(self.fourier_dim, bool) or not isinstance(self.fourier_dim, int) or self.fourier_dim < 0:
+            raise ValueError(f"fourier_dim: expected an int >= 0, got {self.fourier_dim!r}")
         for name in ("steps", "batch_size", "time_embed_dim"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -55,7 +59,7 @@ class GFMConfig:
         object.__setattr__(self, "hidden", tuple(self.hidden))
         if not self.hidden or not all(isinstance(h, int) and h > 0 for h in self.hidden):
             raise ValueError(f"hidden: expected positive int widths, got {self.hidden!r}")
-        for name in ("lr", "time_scale", "grad_clip", "sd_weight"):
+        for name in ("lr", "time_scale", "grad_clip", "sd_weight", "fourier_scale"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name}: expected a positive number, got {value!r}")
@@ -75,6 +79,14 @@ def scheduled_lr(config: GFMConfig, step: int) -> float:
     if not 0 <= step <= config.steps:
         raise ValueError(f"step: expected 0 <= step <= {config.steps}, got {step!r}")
     return config.lr_min + (config.lr - config.lr_min) * (1 + math.cos(math.pi * step / config.steps)) / 2
+
+
+def flow_map_for(manifold: Manifold, config: GFMConfig) -> ParametrisedFlowMap:
+    """A freshly initialised flow map with `config`'s architecture (for training, or to load saved weights into)."""
+    return build_flow_map(
+        manifold, hidden=config.hidden, time_embed_dim=config.time_embed_dim, time_scale=config.time_scale,
+        fourier_dim=config.fourier_dim, fourier_scale=config.fourier_scale,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -112,9 +124,7 @@ def train_gfm(
     device = torch.device(device)
     data_cpu = data.detach().to("cpu", torch.float32)
     with seeded_init(generator):  # the initial weights come from `generator`, not from torch's global RNG
-        flow_map = build_flow_map(
-            manifold, hidden=config.hidden, time_embed_dim=config.time_embed_dim, time_scale=config.time_scale
-        )
+        flow_map = flow_map_for(manifold, config)
     if init is not None:
         flow_map.load_state_dict(init)
     flow_map.to(device)

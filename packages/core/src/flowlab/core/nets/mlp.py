@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from flowlab.core.manifolds.base import Manifold
-from flowlab.core.nets.embeddings import SinusoidalEmbedding, check_time_shape
+from flowlab.core.nets.embeddings import FourierFeatures, SinusoidalEmbedding, check_time_shape
 from flowlab.core.validation import check_choice, check_tensor
 
 __all__ = ["MLP", "ManifoldMLP", "TimeMLP", "activation", "zero_init"]
@@ -162,27 +162,34 @@ class ManifoldMLP(TimeMLP):
 
     x: (B, ambient_dim) -> tangent vector (B, ambient_dim) = manifold.proju(x, mlp(...)). The input embedding
     is `manifold.input_features(x) -> (B, F)` when the manifold defines it (the flat torus maps angles to
-    (cos, sin); the sphere keeps R^3), else the ambient coordinates. Other options as for `TimeMLP`.
+    (cos, sin); the sphere keeps R^3), else the ambient coordinates. `fourier_dim > 0` appends random Fourier
+    features of that embedding, `FourierFeatures(fourier_dim, fourier_scale, in_features=F)` (fixed frequencies
+    drawn at construction): an MLP on raw coordinates is slow to learn densities concentrated on small scales.
+    Other options as for `TimeMLP`.
     """
 
-    def __init__(self, manifold: Manifold, **kwargs) -> None:
+    def __init__(self, manifold: Manifold, *, fourier_dim: int = 0, fourier_scale: float = 1.0, **kwargs) -> None:
         if not isinstance(manifold, Manifold):
             raise ValueError(f"manifold: expected a flowlab.core Manifold, got {type(manifold).__name__}")
         if "out_dim" in kwargs:
             raise ValueError("out_dim: fixed to the manifold's ambient dimension for a ManifoldMLP")
         self.manifold = manifold
+        self.fourier_dim = _check_positive_int(fourier_dim, "fourier_dim", allow_zero=True)
         super().__init__(manifold.ambient_dim, **kwargs)
+        base = self._feature_dim() - self.fourier_dim
+        self.fourier = FourierFeatures(fourier_dim, fourier_scale, in_features=base) if fourier_dim else None
 
     def _feature_dim(self) -> int:
         hook = getattr(self.manifold, "input_features", None)
         if hook is None:
-            return self.manifold.ambient_dim
+            return self.manifold.ambient_dim + self.fourier_dim
         with torch.no_grad():  # the embedding's width, probed on one point (values are irrelevant)
-            return int(hook(torch.zeros(1, self.manifold.ambient_dim)).shape[-1])
+            return int(hook(torch.zeros(1, self.manifold.ambient_dim)).shape[-1]) + self.fourier_dim
 
     def _features(self, x: torch.Tensor) -> torch.Tensor:
         hook = getattr(self.manifold, "input_features", None)
-        return x if hook is None else hook(x)
+        feats = x if hook is None else hook(x)
+        return feats if self.fourier is None else torch.cat([feats, self.fourier(feats)], dim=-1)
 
     def forward(
         self,
