@@ -48,6 +48,7 @@ def test_version_lists_every_member():
         (["bench", "--only", "nosuchthing"], "no scenario matches"),
         (["bench", "--suite", "nope"], "unknown suite"),
         (["bench", "--seeds", "0"], "--seeds"),
+        (["bench", "--first-seed", "-1"], "--first-seed"),
     ],
 )
 def test_bad_invocations_exit_nonzero_with_one_line(args, needle):
@@ -78,10 +79,11 @@ def test_data_check_reports_missing_dataset(tmp_path):
 
 def test_bench_writes_results_report_and_plot(tmp_path):
     out = tmp_path / "out"
-    res = flowlab("bench", "--only", "core.solvers", "--out", str(out), "--device", "cpu")
+    res = flowlab("bench", "--only", "core.solvers", "--out", str(out), "--device", "cpu", "--first-seed", "2")
     assert res.returncode == 0, res.stdout + res.stderr
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert records and all(r["status"] == "ok" for r in records)
+    assert {r["seed"] for r in records} == {2}  # --first-seed K with one seed runs seed K alone
     for key in (
         "name",
         "package",

@@ -76,6 +76,9 @@ def bench(
     list_: bool = typer.Option(False, "--list", help="List the selected scenarios and exit."),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     seeds: int = typer.Option(1, "--seeds", help="Number of seeds per scenario (seeds 0..N-1)."),
+    first_seed: int = typer.Option(
+        0, "--first-seed", help="First seed: K runs seeds K..K+N-1 (to add seeds to an earlier run)."
+    ),
     out: Path = typer.Option(None, "--out", help="Output folder (default results/<timestamp>)."),
 ) -> None:
     """Run every registered scenario (`quick` suite by default) and write results.jsonl, report.md and plots."""
@@ -83,6 +86,8 @@ def bench(
         return
     if seeds < 1:
         fail(f"--seeds: expected a positive number of seeds, got {seeds}")
+    if first_seed < 0:
+        fail(f"--first-seed: expected a seed >= 0, got {first_seed}")
     found = discover()
     for name, message in found.failures.items():
         console.print(f"error: could not load the scenarios of {name}: {message}", highlight=False, markup=False)
@@ -127,7 +132,7 @@ def bench(
 
         run_all(
             scenarios,
-            seeds=list(range(seeds)),
+            seeds=list(range(first_seed, first_seed + seeds)),
             variant=suite,
             device=torch_device,
             out_dir=out_dir,
