@@ -176,15 +176,18 @@ class ManifoldMLP(TimeMLP):
         self.manifold = manifold
         self.fourier_dim = _check_positive_int(fourier_dim, "fourier_dim", allow_zero=True)
         super().__init__(manifold.ambient_dim, **kwargs)
-        base = self._feature_dim() - self.fourier_dim
-        self.fourier = FourierFeatures(fourier_dim, fourier_scale, in_features=base) if fourier_dim else None
+        width = self._embedding_dim()
+        self.fourier = FourierFeatures(fourier_dim, fourier_scale, in_features=width) if fourier_dim else None
 
-    def _feature_dim(self) -> int:
+    def _embedding_dim(self) -> int:
         hook = getattr(self.manifold, "input_features", None)
         if hook is None:
-            return self.manifold.ambient_dim + self.fourier_dim
+            return self.manifold.ambient_dim
         with torch.no_grad():  # the embedding's width, probed on one point (values are irrelevant)
-            return int(hook(torch.zeros(1, self.manifold.ambient_dim)).shape[-1]) + self.fourier_dim
+            return int(hook(torch.zeros(1, self.manifold.ambient_dim)).shape[-1])
+
+    def _feature_dim(self) -> int:
+        return self._embedding_dim() + self.fourier_dim
 
     def _features(self, x: torch.Tensor) -> torch.Tensor:
         hook = getattr(self.manifold, "input_features", None)
