@@ -1,6 +1,7 @@
 """`flowlab molecular sample|metad|evaluate` for WT-ASBS.
 
-A run folder holds config.json (method, system, settings), samples.pt (X_1, CVs, bias at the samples), state.pt
+A run folder holds config.json (method, system, settings), samples.pt (X_1, CVs, bias at the samples, path-space
+log importance weights), state.pt
 (the controller, corrector and bias grids; tensors only) or, for `metad`, fes.pt and cvs.pt.
 """
 
@@ -27,6 +28,7 @@ from flowlab.molecular.wt_asbs.benchmarks import (
     _fes_df,
     _toy_bias,
     make_toy,
+    toy_asbs_config,
 )
 from flowlab.molecular.wt_asbs.bias import WellTemperedBias
 from flowlab.molecular.wt_asbs.cvs import CVSet, LinearCV, TorsionCV
@@ -34,7 +36,9 @@ from flowlab.molecular.wt_asbs.potentials import OpenMMPotential
 from flowlab.molecular.wt_asbs.reference import PHI, PSI, openmm_wtmetad
 from flowlab.molecular.wt_asbs.sn2 import REACTANT, WELLS, reaction_cv, sn2_potential, well_fractions
 
-SYSTEMS = ("aldp", "sn2", "mueller-brown", "four-well", "four-well-5d")
+TOYS = ("mueller-brown", "four-well", "four-well-5d")
+SYSTEMS = ("aldp", "sn2", *TOYS)
+WEIGHTS = ("path", "bias", "none")
 
 
 def _aldp_files(data_root: str | None) -> tuple[Path, Path]:
@@ -95,7 +99,7 @@ def sample(
     model = ASBS(
         pot,
         EDMNoise(cfg["sigma_max"], cfg["sigma_min"], 3.0),
-        ASBSConfig(**cfg["asbs"]),
+        toy_asbs_config(cfg, system) if system in TOYS else ASBSConfig(**cfg["asbs"]),
         source_std=cfg["source_std"],
         cvs=cvs if bias == "on" else None,
         bias=wt if bias == "on" else None,
@@ -103,11 +107,11 @@ def sample(
         **kw,
     )
     log = model.train()
-    _, x1 = model.sample(n)
+    _, x1, log_w = model.sample_weighted(n)
     s = cvs(x1.double())
     v = wt(s).value if bias == "on" else torch.zeros(len(s), dtype=torch.float64)
     out.mkdir(parents=True, exist_ok=True)
-    torch.save({"x": x1, "cvs": s, "bias": v}, out / "samples.pt")
+    torch.save({"x": x1, "cvs": s, "bias": v, "log_w": log_w}, out / "samples.pt")
     torch.save(model.state_dict(), out / "state.pt")
     config = {
         "method": "wt_asbs" if bias == "on" else "asbs",
@@ -152,9 +156,33 @@ def metad(
     typer.echo(json.dumps(config))
 
 
+def _sample_weights(data: dict, cfg: dict, method: str, weights: str | None) -> tuple[str, torch.Tensor | None]:
+    """(the estimator's name, normalised sample weights (N,) or None for unweighted samples) for `evaluate`."""
+    if weights is None:
+        weights = "path" if cfg["system"] in TOYS else ("bias" if method == "wt_asbs" else "none")
+    if weights not in WEIGHTS:
+        raise typer.BadParameter(f"expected one of {WEIGHTS}, got {weights!r}", param_hint="--weights")
+    if weights == "path":
+        if "log_w" not in data:
+            raise typer.BadParameter("samples.pt has no path weights: re-run `sample`", param_hint="--weights")
+        return weights, torch.softmax(data["log_w"].double(), 0)
+    if weights == "bias":
+        if method != "wt_asbs":
+            raise typer.BadParameter("bias weights need a WT-ASBS run (--bias on)", param_hint="--weights")
+        return weights, reweight(data["bias"], cfg["kT"])
+    return weights, None
+
+
 def evaluate(
     run: Annotated[Path, typer.Argument(help="a run folder written by `sample` or `metad`")],
     method: Annotated[str | None, typer.Option(help="override the run's method")] = None,
+    weights: Annotated[
+        str | None,
+        typer.Option(
+            help="path (importance weights; default on the toys) | bias (exp(V/kT), WT-ASBS; default on molecules, "
+            "where path weights degenerate at CPU budgets) | none"
+        ),
+    ] = None,
 ) -> None:
     """Delta F between basins, basin coverage and energy-evaluation counts of a run (printed as JSON)."""
     cfg_path = run / "config.json"
@@ -172,8 +200,10 @@ def evaluate(
         report.update({f"{k}_kjmol": v for k, v in _fes_df(fes, cfg["kT"]).items()})
         typer.echo(json.dumps(report))
         return
-    w = reweight(data["bias"], cfg["kT"]) if method == "wt_asbs" else None
-    report = {"method": method, "system": cfg["system"], "energy_evals": cfg["energy_evals"]}
+    weights, w = _sample_weights(data, cfg, method, weights)
+    report = {"method": method, "system": cfg["system"], "energy_evals": cfg["energy_evals"], "weights": weights}
+    if w is not None:
+        report["ess_frac"] = float(1 / (w**2).sum()) / len(w)
     if cfg["system"] == "aldp":
         for name, box in ALDP_BASINS.items():
             if name != "C7eq":
