@@ -41,6 +41,8 @@ from flowlab.molecular.wt_asbs import (
     reaction_cv,
     reweight,
     sn2_potential,
+    torsion_marginal_kl,
+    torsion_w2,
 )
 from flowlab.molecular.wt_asbs.sn2 import NUMBERS as NUMBERS_SN2
 
@@ -211,6 +213,23 @@ def test_reweighting_recovers_the_unbiased_expectation():
     assert abs(est - truth) < 3 * se
     df = delta_f_from_samples(s[idx], (-3, 0), (0, 3), weights=w)
     assert df == pytest.approx(-math.log(truth / (1 - truth)), abs=3 * se / (truth * (1 - truth)))
+
+
+def test_torsion_distances_wrap_and_match_hand_values():
+    """W2 on the torus takes the short way across +-pi; marginal KL of a reference in one bin against samples split
+    over two bins is ln 2; identical weighted sets give 0."""
+    ref, s = torch.tensor([[-3.0, 0.5]]), torch.tensor([[3.0, 0.5]])
+    assert torsion_w2(ref, s) == pytest.approx(2 * math.pi - 6.0, abs=1e-9)
+    ref = torch.tensor([[0.01, 1.0], [0.02, 1.0]])
+    s = torch.tensor([[0.01, 1.0], [0.01 + 2 * math.pi / 36, 1.0], [0.03, 1.0]])
+    kl = torsion_marginal_kl(ref, s, weights=torch.tensor([1.0, 2.0, 1.0]))
+    assert float(kl[0]) == pytest.approx(math.log(2), abs=1e-4) and float(kl[1]) == pytest.approx(0.0, abs=1e-9)
+    g = torch.Generator().manual_seed(0)
+    x, w = torch.rand(50, 2, generator=g) * 6 - 3, torch.rand(50, generator=g)
+    assert float(torsion_marginal_kl(x, x, ref_weights=w, weights=w).abs().max()) < 1e-12
+    assert torsion_w2(x, x, ref_weights=w, weights=w) == pytest.approx(0.0, abs=1e-6)
+    with pytest.raises(ValueError, match="weights"):
+        torsion_w2(x, x, weights=-w)
 
 
 def test_units_hill_height_in_kjmol():

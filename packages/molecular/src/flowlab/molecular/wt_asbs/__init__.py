@@ -8,6 +8,8 @@ from flowlab.molecular.wt_asbs.analysis import (
     pmf_from_samples,
     pmf_quadrature,
     reweight,
+    torsion_marginal_kl,
+    torsion_w2,
 )
 from flowlab.molecular.wt_asbs.asbs import ASBS, ASBSConfig, EDMNoise, TrainLog, clip_per_atom
 from flowlab.molecular.wt_asbs.bias import BiasValue, WellTemperedBias
@@ -74,4 +76,6 @@ __all__ = [
     "reaction_cv",
     "reweight",
     "sn2_potential",
+    "torsion_marginal_kl",
+    "torsion_w2",
 ]
