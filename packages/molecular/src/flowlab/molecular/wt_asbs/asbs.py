@@ -6,6 +6,7 @@ Adjoint matching: b_theta(t, X_t) -> -c(X_1), c = clip(grad(E + V)(X_1) / kT) + 
 bridge between buffered (X_0, X_1) (core `BridgePath` with the closed-form cumulative variance).
 Corrector matching: h_phi(X_1) -> (X_0 - X_1) / V_tot, the score of the base transition.
 With a `WellTemperedBias`, hills are deposited at the CVs of every epoch's new samples after `skip_epochs`.
+`sample_weighted` adds path-space (Girsanov) importance weights for the unbiased Boltzmann density.
 """
 
 from __future__ import annotations
@@ -109,7 +110,8 @@ class TrainLog:
 
 
 class ASBS:
-    """ASBS(potential, noise, config, ...) ; `.train()`, `.sample(n)`; WT-ASBS when `bias` and `cvs` are given.
+    """ASBS(potential, noise, config, ...) ; `.train()`, `.sample(n)`, `.sample_weighted(n)` (with path-space
+    importance weights); WT-ASBS when `bias` and `cvs` are given.
 
     source_std: std of the Gaussian source around source_mean ((D,) or None for 0); atom_dim: 3 for molecules
     (per-atom force clipping; source noise, bridge noise, SDE increments and the controlled drift all without a
