@@ -19,7 +19,7 @@ from torch import nn
 
 from flowlab.core.grids import uniform
 from flowlab.core.nets import MLP, TimeMLP, seeded_init
-from flowlab.core.solvers import solve_sde
+from flowlab.core.solvers import Trajectory, solve_sde
 from flowlab.molecular.wt_asbs.bias import WellTemperedBias
 from flowlab.molecular.wt_asbs.cvs import CVSet
 from flowlab.molecular.wt_asbs.potentials import Potential
@@ -193,35 +193,45 @@ class ASBS:
         self, n: int, *, generator: torch.Generator | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """n samples with path-space importance weights for the unbiased Boltzmann density e^{-E/kT}:
-        (X_0, X_1, log_w), X_0, X_1: (n, D), log_w: (n,) float64 up to a constant (self-normalise).
-
-        For the Euler-Maruyama chain X_{k+1} = X_k + g_k^2 b_k h_k + g_k sqrt(h_k) z_k, the path measure
-        Q = mu(X_0) P_base(path | X_0) e^{-E(X_1)/kT} / p_base(X_1 | X_0) has X_1-marginal e^{-E/kT} / Z for any
-        source mu, so log w = log dQ/dP_u = sum_k (g_k^2 h_k |b_k|^2 / 2 - b_k . dX_k) - E(X_1)/kT
-        + |X_1 - X_0|^2 / (2 S), S = sum_k g_k^2 h_k (exact for the discrete chain, whatever b has learnt).
-        The weights therefore correct the sampler's errors, the bias included (V does not enter); one energy call
-        per sample. Molecules: every increment lies in the mean-free subspace, where the same formula holds.
-        """
+        (X_0, X_1, log_w), X_0, X_1: (n, D), log_w: (n,) float64 up to a constant (self-normalise); one energy
+        call per sample. See `path_log_weights`."""
         gen = generator if generator is not None else self.generator
         x0 = self._source(n, gen)
         grid = uniform(self.config.sde_steps).to(self.device)
         traj = solve_sde(
             self._drift, self.noise.g, x0, grid, generator=gen, noise_projection=self._mean_free, return_trajectory=True
         )
-        states = traj.states
-        log_w = torch.zeros(n, dtype=torch.float64, device=self.device)
+        return x0, traj.final, self.path_log_weights(traj)
+
+    @torch.no_grad()
+    def path_log_weights(self, traj: Trajectory) -> torch.Tensor:
+        """log w: (n,) float64, up to a constant, of the paths traj.states: (K + 1, n, D) of this sampler's chain.
+
+        For the Euler-Maruyama chain X_{k+1} = X_k + g_k^2 b_k h_k + g_k sqrt(h_k) z_k (g at the step's left time),
+        the path measure Q = mu(X_0) P_base(path | X_0) e^{-E(X_1)/kT} / p_base(X_1 | X_0) has X_1-marginal
+        e^{-E/kT} / Z for any source mu, so log w = log dQ/dP_u = sum_k (g_k^2 h_k |b_k|^2 / 2 - b_k . dX_k)
+        - E(X_1)/kT + |X_1 - X_0|^2 / (2 S), S = sum_k g_k^2 h_k: exact for the discrete chain, whatever b has
+        learnt, so the weights correct the sampler's errors, the bias included (V does not enter). Molecules: every
+        increment lies in the mean-free subspace, where the same formula holds. Paths with a non-finite energy get
+        weight 0; a ValueError if none is left.
+        """
+        states, times = traj.states, traj.times
+        n = states.shape[1]
+        log_w = torch.zeros(n, dtype=torch.float64, device=states.device)
         total_var = 0.0
-        for k in range(len(grid) - 1):
-            t = grid[k].expand(n)
-            g2h = float(self.noise.g(grid[k]) ** 2 * (grid[k + 1] - grid[k]))
-            b = self._mean_free(self.controller(x=states[k], t=t)).double()
+        for k in range(len(times) - 1):
+            g2h = float(self.noise.g(times[k]) ** 2 * (times[k + 1] - times[k]))
+            b = self._mean_free(self.controller(x=states[k], t=times[k].expand(n))).double()
             dx = (states[k + 1] - states[k]).double()
             log_w += 0.5 * g2h * b.square().sum(-1) - (b * dx).sum(-1)
             total_var += g2h
-        x1 = states[-1]
+        x0, x1 = states[0], states[-1]
         energy = self.potential.energy_and_forces(x1).energy.to(log_w)
         log_w += -energy / self.potential.kT + (x1 - x0).double().square().sum(-1) / (2 * total_var)
-        return x0, x1, torch.nan_to_num(log_w, nan=-torch.inf)
+        log_w = torch.where(torch.isfinite(energy) & torch.isfinite(log_w), log_w, -torch.inf)
+        if not bool(torch.isfinite(log_w).any()):
+            raise ValueError("path_log_weights: no sample has a finite energy and weight")
+        return log_w
 
     def total_grad(self, x: torch.Tensor, grad_e: torch.Tensor | None = None) -> torch.Tensor:
         """grad (E + V)(x) / kT, clipped per atom: (B, D). grad_e: precomputed dE/dx (else one energy call)."""

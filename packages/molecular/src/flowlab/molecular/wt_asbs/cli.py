@@ -107,11 +107,15 @@ def sample(
         **kw,
     )
     log = model.train()
-    _, x1, log_w = model.sample_weighted(n)
+    data = {}
+    if system in TOYS:  # path weights cost one energy call per sample; on molecules they are not used by default
+        _, x1, data["log_w"] = model.sample_weighted(n)
+    else:
+        _, x1 = model.sample(n)
     s = cvs(x1.double())
     v = wt(s).value if bias == "on" else torch.zeros(len(s), dtype=torch.float64)
     out.mkdir(parents=True, exist_ok=True)
-    torch.save({"x": x1, "cvs": s, "bias": v, "log_w": log_w}, out / "samples.pt")
+    torch.save({"x": x1, "cvs": s, "bias": v, **data}, out / "samples.pt")
     torch.save(model.state_dict(), out / "state.pt")
     config = {
         "method": "wt_asbs" if bias == "on" else "asbs",
@@ -159,12 +163,13 @@ def metad(
 def _sample_weights(data: dict, cfg: dict, method: str, weights: str | None) -> tuple[str, torch.Tensor | None]:
     """(the estimator's name, normalised sample weights (N,) or None for unweighted samples) for `evaluate`."""
     if weights is None:
-        weights = "path" if cfg["system"] in TOYS else ("bias" if method == "wt_asbs" else "none")
+        weights = "path" if "log_w" in data else ("bias" if method == "wt_asbs" else "none")
     if weights not in WEIGHTS:
         raise typer.BadParameter(f"expected one of {WEIGHTS}, got {weights!r}", param_hint="--weights")
     if weights == "path":
         if "log_w" not in data:
-            raise typer.BadParameter("samples.pt has no path weights: re-run `sample`", param_hint="--weights")
+            msg = "samples.pt has no path weights (`sample` writes them on the toys)"
+            raise typer.BadParameter(msg, param_hint="--weights")
         return weights, torch.softmax(data["log_w"].double(), 0)
     if weights == "bias":
         if method != "wt_asbs":
@@ -179,8 +184,8 @@ def evaluate(
     weights: Annotated[
         str | None,
         typer.Option(
-            help="path (importance weights; default on the toys) | bias (exp(V/kT), WT-ASBS; default on molecules, "
-            "where path weights degenerate at CPU budgets) | none"
+            help="path (importance weights; the default where `sample` wrote them: the toys) | bias (exp(V/kT), "
+            "WT-ASBS; the default otherwise) | none"
         ),
     ] = None,
 ) -> None:
