@@ -105,6 +105,8 @@ def test_scenarios_registered_and_hyperbolic_runs_on_a_tiny_budget(tmp_path):
     result = run_hyperbolic(ctx)
     assert {"disk/mmd_nfe1", "disk/mmd_nfe100", "disk/nll", "disk/kl", "disk/mmd1_ratio_vs_rfm"} <= set(result.metrics)
     assert set(result.baselines) == {"RFM", "G-PSD", "data floor"}
+    floor = result.baselines["data floor"]
+    assert floor["disk/mmd1_ratio_vs_rfm"] == floor["disk/mmd_nfe1"] / result.baselines["RFM"]["disk/mmd_nfe1"]
     assert result.metrics["disk/manifold_err_nfe1"] < 1  # the largest sample norm on the disk
     assert len(result.curves) == 1
 
