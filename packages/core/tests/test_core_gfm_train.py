@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from flowlab.core.bench import BenchContext
 from flowlab.core.gfm import GFMConfig, random_torus_mixture, semigroup_error, train_gfm
-from flowlab.core.gfm.benchmarks import SCENARIOS, run_earth, run_hyperbolic
+from flowlab.core.gfm.benchmarks import EARTH, SCENARIOS, _config, run_earth, run_hyperbolic
 from flowlab.core.gfm.cli import app
 from flowlab.core.gfm.train import scheduled_lr
 from flowlab.core.manifolds import FlatTorus, Sphere
@@ -92,6 +92,15 @@ def test_scheduled_lr_is_the_training_schedule():
         sched.step()
     with pytest.raises(ValueError, match="step"):
         scheduled_lr(cfg, 41)
+
+
+def test_bench_diagonal_share_is_set_per_objective():
+    """The earth variants give G-LSD half of each batch on the diagonal; RFM and the other objectives keep their
+    defaults (a single number would have moved RFM off its pure diagonal loss too)."""
+    for variant in ("quick", "full"):
+        cfg = EARTH.variants[variant]
+        assert _config(cfg, "lsd", 10).diag_fraction == 0.5
+        assert all(_config(cfg, o, 10).diag_fraction is None for o in ("rfm", "psd", "esd", "mf"))
 
 
 def test_scenarios_registered_and_hyperbolic_runs_on_a_tiny_budget(tmp_path):

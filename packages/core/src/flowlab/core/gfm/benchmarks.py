@@ -68,7 +68,7 @@ def _config(cfg: Mapping[str, Any], objective: str, steps: int) -> GFMConfig:
         hidden=tuple(cfg["hidden"]),
         lr=float(cfg["lr"]),
         ema_decay=float(cfg["ema_decay"]),
-        diag_fraction=cfg.get("diag_fraction"),  # None: the objective's default
+        diag_fraction=cfg.get("diag_fraction", {}).get(objective),  # per objective; None: its default
         fourier_dim=int(cfg.get("fourier_dim", 0)),
         fourier_scale=float(cfg.get("fourier_scale", 1.0)),
     )
@@ -249,6 +249,10 @@ _ALL = ("lsd", "esd", "psd", "mf")
 #: earth only: random Fourier features of x. The plain MLP on R³ underfits the concentrated earth sets (quick,
 #: 3 seeds: RFM test NLL volcano −0.67 → −2.55, flood 1.33 → 0.87; README)
 _EARTH_FEATURES = {"fourier_dim": 128, "fourier_scale": 3.0}
+#: earth only: G-LSD puts half of each batch on the diagonal (the objective's default is 25 %). The likelihood comes
+#: from the diagonal: on volcano (quick, seeds 0-4) its NLL gap to RFM fell from +0.39 to +0.26 with no loss at 1 NFE
+#: (MMD ratio 0.289 -> 0.269); README
+_EARTH_DIAG = {"diag_fraction": {"lsd": 0.5}}
 
 EARTH = Scenario(
     name="core.gfm.earth",
@@ -259,6 +263,7 @@ EARTH = Scenario(
         "quick": {
             **_QUICK_MODEL,
             **_EARTH_FEATURES,
+            **_EARTH_DIAG,
             "datasets": ("volcano", "flood"),
             "workers": 2,
             "objectives": ("lsd", "psd"),
@@ -268,6 +273,7 @@ EARTH = Scenario(
         "full": {
             **_FULL_MODEL,
             **_EARTH_FEATURES,
+            **_EARTH_DIAG,
             "datasets": ("volcano", "earthquake", "flood"),
             "workers": 3,
             "objectives": _ALL,
