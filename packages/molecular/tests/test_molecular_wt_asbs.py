@@ -629,6 +629,17 @@ def _tiny_sn2_config():
 
 
 @needs_aldp
+@pytest.mark.parametrize("seed", [0, 7])
+def test_openmm_md_reproduces_with_the_same_seed(seed):
+    """Seed 0 included: OpenMM reads a raw 0 as "choose a fresh seed", which made the reference rows irreproducible."""
+    from flowlab.molecular.wt_asbs.reference import openmm_md
+
+    prmtop, inpcrd = ALDP / "alanine-dipeptide-implicit.prmtop", ALDP / "alanine-dipeptide-implicit.inpcrd"
+    runs = [openmm_md(prmtop, inpcrd, steps=200, solvent="OBC1", seed=seed, record_every=100) for _ in range(2)]
+    assert np.array_equal(runs[0].cvs, runs[1].cvs)
+
+
+@needs_aldp
 def test_aldp_scenario_runs_end_to_end_on_a_tiny_budget(tmp_path):
     """The CPU sanity scenario on a tiny budget: every reported metric finite, the hill check exact, the torsion
     metrics and the FES plot present."""

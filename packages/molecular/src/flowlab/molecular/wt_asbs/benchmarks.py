@@ -474,8 +474,13 @@ def run_aldp(ctx: BenchContext) -> BenchResult:
     md = openmm_md(prmtop, inpcrd, steps=cfg["md_steps"], solvent=solvent, seed=ctx.seed)
     plain = {"evals": float(md.energy_evals), "wall_s": md.seconds, "basins": _coverage(md.cvs)}
     plain.update(_basin_df(md.cvs, None, kT))
-    # FES RMSE (kT) of WT-ASBS' bias estimate against the metadynamics FES on the metad-visited region (< 20 kT)
-    f_ours = bias.free_energy().numpy().T  # to OpenMM's (psi, phi) layout
+    # FES RMSE (kT) of WT-ASBS' bias estimate against the metadynamics FES on the metad-visited region (< 20 kT),
+    # the bias interpolated at OpenMM's nodes (its grid spans [-pi, pi] with G nodes, ours [-pi, pi) with G)
+    nodes = torch.linspace(-math.pi, math.pi, meta.fes.shape[0], dtype=torch.float64)
+    psi_n, phi_n = torch.meshgrid(nodes, nodes, indexing="ij")  # OpenMM's (psi, phi) layout
+    v = bias(torch.stack([phi_n.flatten(), psi_n.flatten()], 1)).value.reshape(psi_n.shape)
+    f_ours = (-bias.bias_factor / (bias.bias_factor - 1) * v).numpy()
+    f_ours = f_ours - f_ours.min()
     f_meta = meta.fes - meta.fes.min()
     mask = f_meta < 20 * kT
     diff = (f_ours - f_meta)[mask] / kT

@@ -87,6 +87,11 @@ class MetadResult:
 PHI, PSI = (4, 6, 8, 14), (6, 8, 14, 16)
 
 
+def _openmm_seed(seed: int) -> int:
+    """Our seed as an OpenMM random seed: OpenMM reads 0 as "choose a fresh seed", so seed 0 would not reproduce."""
+    return int(seed) % (2**31 - 2) + 1
+
+
 def _md_simulation(prmtop: str | Path, inpcrd: str | Path, *, solvent, temperature, seed, platform, extra=None):
     import openmm
     from openmm import app, unit
@@ -101,7 +106,7 @@ def _md_simulation(prmtop: str | Path, inpcrd: str | Path, *, solvent, temperatu
     if extra is not None:
         extra(system)
     integ = openmm.LangevinMiddleIntegrator(temperature * unit.kelvin, 1.0 / unit.picosecond, 2.0 * unit.femtosecond)
-    integ.setRandomNumberSeed(int(seed))
+    integ.setRandomNumberSeed(_openmm_seed(seed))
     plat = openmm.Platform.getPlatformByName(platform)
     props = {"Threads": "1"} if platform == "CPU" else {}
     return system, top, crd, integ, plat, props
@@ -153,7 +158,7 @@ def openmm_wtmetad(
     )
     sim = app.Simulation(top.topology, system, integ, plat, props)
     sim.context.setPositions(crd.positions)
-    sim.context.setVelocitiesToTemperature(temperature * unit.kelvin, int(seed))
+    sim.context.setVelocitiesToTemperature(temperature * unit.kelvin, _openmm_seed(seed))
     start = time.perf_counter()
     recs = []
     for _ in range(steps // record_every):
@@ -182,7 +187,7 @@ def openmm_md(
     )
     sim = app.Simulation(top.topology, system, integ, plat, props)
     sim.context.setPositions(crd.positions)
-    sim.context.setVelocitiesToTemperature(temperature * unit.kelvin, int(seed))
+    sim.context.setVelocitiesToTemperature(temperature * unit.kelvin, _openmm_seed(seed))
     start = time.perf_counter()
     recs = []
     for _ in range(steps // record_every):
