@@ -177,6 +177,14 @@ def test_bias_forces_through_the_cv_jacobian_match_an_independent_evaluation():
     torch.testing.assert_close(forces, -ref, atol=2e-3, rtol=2e-3)
 
 
+def test_free_energy_at_points_interpolates_the_grid_estimate():
+    """free_energy(s) at the grid nodes equals free_energy() there (both shifted to min 0 over the same nodes)."""
+    bias = WellTemperedBias(-2.0, 2.0, 41, sigma=0.3, height=0.5, bias_factor=5.0, kT=1.0)
+    bias.add_hills(torch.tensor([[-0.5], [0.2], [1.1]], dtype=torch.float64))
+    assert torch.allclose(bias.free_energy(bias.nodes[0][:, None]), bias.free_energy(), atol=1e-12)
+    assert float(bias.free_energy().min()) == 0.0 and float(bias.free_energy().max()) > 0
+
+
 def test_well_tempered_limit_on_a_1d_toy():
     """Depositing at exact samples of exp(-(F + V)) drives V -> -(1 - 1/gamma) F (+ const) within 0.2 kT."""
     g = torch.Generator().manual_seed(5)

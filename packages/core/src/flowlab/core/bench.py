@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,6 +27,7 @@ __all__ = [
     "Timer",
     "parallel_map",
     "require_file",
+    "seeded_worker",
     "torch_threads",
     "warm_up_torch",
 ]
@@ -166,6 +167,13 @@ def parallel_map(fn: Callable[..., Any], *iterables: Iterable[Any], workers: int
             return [fn(*args) for args in jobs]
     with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
         return list(pool.map(fn, *zip(*jobs, strict=True)))
+
+
+def seeded_worker(ctx: BenchContext, index: int) -> BenchContext:
+    """Inside one `parallel_map` job: one torch thread and `ctx` with its own generator, seeded by (ctx.seed, index)
+    as seed * 1000 + index, so the job's numbers do not depend on which process runs it."""
+    torch.set_num_threads(1)
+    return replace(ctx, generator=torch.Generator().manual_seed(ctx.seed * 1000 + index))
 
 
 def warm_up_torch() -> None:

@@ -27,7 +27,16 @@ from typing import Any
 
 import torch
 
-from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, parallel_map, require_file, torch_threads
+from flowlab.core.bench import (
+    BenchContext,
+    BenchResult,
+    Curve,
+    Scenario,
+    parallel_map,
+    require_file,
+    seeded_worker,
+    torch_threads,
+)
 from flowlab.core.gfm.data import load_earth, poincare_mixture, random_torus_mixture, split
 from flowlab.core.gfm.evaluate import (
     evaluate_nll,
@@ -174,9 +183,7 @@ def _assemble(cases: Mapping[str, dict[str, dict[str, float]]], primary: str, ti
 def _earth_case(ctx: BenchContext, name: str, index: int) -> dict[str, dict[str, float]]:
     """One earth data set, single-threaded, with its own generator (seed, index) so that data sets can run in
     separate processes."""
-    seed = ctx.seed * 1000 + index
-    torch.set_num_threads(1)
-    ctx = replace(ctx, generator=torch.Generator().manual_seed(seed))
+    ctx = seeded_worker(ctx, index)
     parts = split(load_earth(name, ctx.data_root), ctx.seed)
     return _evaluate_case(ctx, Sphere(2), parts.train.to(ctx.device), parts.test.to(ctx.device), ctx.config)
 

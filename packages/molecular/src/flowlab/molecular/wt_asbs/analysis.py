@@ -154,7 +154,10 @@ def torsion_marginal_kl(
 def torsion_w2(
     ref: torch.Tensor, s: torch.Tensor, *, ref_weights: torch.Tensor | None = None, weights: torch.Tensor | None = None
 ) -> float:
-    """Exact W2 on the flat torus [-pi, pi)^K between weighted angle sets ref: (M, K) and s: (N, K) (radians)."""
-    wr, ws = _normalised(ref_weights, len(ref)), _normalised(weights, len(s))
-    torus = FlatTorus(ref.shape[1])
-    return float(wasserstein(s.to(torch.float64), ref.to(torch.float64), a=ws, b=wr, manifold=torus))
+    """Exact W2 on the flat torus [-pi, pi)^K between weighted angle sets ref: (M, K) and s: (N, K) (radians);
+    weights (normalised, uniform when None) are checked by the core `wasserstein` (as its a = weights, b =
+    ref_weights)."""
+    f64 = {"dtype": torch.float64}
+    a = None if weights is None else weights.to(**f64)
+    b = None if ref_weights is None else ref_weights.to(**f64)
+    return float(wasserstein(s.to(**f64), ref.to(**f64), a=a, b=b, manifold=FlatTorus(ref.shape[1])))

@@ -179,14 +179,21 @@ class ASBS:
         z = torch.randn(n, self.dim, generator=generator, device=self.device, dtype=self.dtype)
         return self.source_mean + self.source_std * self._mean_free(z)
 
-    @torch.no_grad()
-    def sample(self, n: int, *, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Draw n samples from the current controlled SDE: (X_0, X_1), each (n, D)."""
+    def _simulate(self, n: int, generator: torch.Generator | None, *, trajectory: bool = False):
+        """(X_0: (n, D), X_1: (n, D) or, with `trajectory`, the whole `Trajectory`) of the controlled SDE."""
         gen = generator if generator is not None else self.generator
         x0 = self._source(n, gen)
         grid = uniform(self.config.sde_steps).to(self.device)
-        x1 = solve_sde(self._drift, self.noise.g, x0, grid, generator=gen, noise_projection=self._mean_free)
-        return x0, x1
+        out = solve_sde(
+            self._drift, self.noise.g, x0, grid, generator=gen, noise_projection=self._mean_free,
+            return_trajectory=trajectory,
+        )  # fmt: skip
+        return x0, out
+
+    @torch.no_grad()
+    def sample(self, n: int, *, generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Draw n samples from the current controlled SDE: (X_0, X_1), each (n, D)."""
+        return self._simulate(n, generator)
 
     @torch.no_grad()
     def sample_weighted(
@@ -195,12 +202,7 @@ class ASBS:
         """n samples with path-space importance weights for the unbiased Boltzmann density e^{-E/kT}:
         (X_0, X_1, log_w), X_0, X_1: (n, D), log_w: (n,) float64 up to a constant (self-normalise); one energy
         call per sample. See `path_log_weights`."""
-        gen = generator if generator is not None else self.generator
-        x0 = self._source(n, gen)
-        grid = uniform(self.config.sde_steps).to(self.device)
-        traj = solve_sde(
-            self._drift, self.noise.g, x0, grid, generator=gen, noise_projection=self._mean_free, return_trajectory=True
-        )
+        x0, traj = self._simulate(n, generator, trajectory=True)
         return x0, traj.final, self.path_log_weights(traj)
 
     @torch.no_grad()

@@ -24,7 +24,7 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, parallel_map, require_file
+from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, parallel_map, require_file, seeded_worker
 from flowlab.molecular.wt_asbs.analysis import (
     basin_coverage,
     delta_f_from_pmf,
@@ -161,8 +161,7 @@ def _run_one_toy(name: str, cfg, ctx: BenchContext):
         extra = {"ess_frac": float(1 / (w**2).sum()) / len(w)}
         if bias is not None:
             w_rw = reweight(bias(s[:, None]).value, 1.0)
-            pmf_bias = -bias.bias_factor / (bias.bias_factor - 1) * bias(centres[:, None]).value
-            pmf_bias = pmf_bias - pmf_bias.min()
+            pmf_bias = bias.free_energy(centres[:, None])
             pmf_rw = pmf_from_samples(s, edges, weights=w_rw)
             pmfs["WT-ASBS (bias)"], pmfs["WT-ASBS (exp(V) reweighted)"] = pmf_bias, pmf_rw
             extra.update(
@@ -197,8 +196,7 @@ def _run_one_toy(name: str, cfg, ctx: BenchContext):
         )
         s = res.samples[:, 0]
         if bias is not None:
-            pmf = -bias.bias_factor / (bias.bias_factor - 1) * bias(centres[:, None]).value
-            pmf = pmf - pmf.min()
+            pmf = bias.free_energy(centres[:, None])
             df = delta_f_from_pmf(pmf, centres, a, b)
         else:
             pmf, df = pmf_from_samples(s, edges), delta_f_from_samples(s, a, b)
@@ -216,8 +214,7 @@ def _run_one_toy(name: str, cfg, ctx: BenchContext):
 def _toy_case(ctx: BenchContext, name: str, index: int):
     """One toy system, single-threaded, with its own generator (seed, index) so that systems can run in separate
     processes."""
-    torch.set_num_threads(1)
-    ctx = replace(ctx, generator=torch.Generator().manual_seed(ctx.seed * 1000 + index))
+    ctx = seeded_worker(ctx, index)
     return _run_one_toy(name, ctx.config, ctx)
 
 
@@ -478,9 +475,7 @@ def run_aldp(ctx: BenchContext) -> BenchResult:
     # the bias interpolated at OpenMM's nodes (its grid spans [-pi, pi] with G nodes, ours [-pi, pi) with G)
     nodes = torch.linspace(-math.pi, math.pi, meta.fes.shape[0], dtype=torch.float64)
     psi_n, phi_n = torch.meshgrid(nodes, nodes, indexing="ij")  # OpenMM's (psi, phi) layout
-    v = bias(torch.stack([phi_n.flatten(), psi_n.flatten()], 1)).value.reshape(psi_n.shape)
-    f_ours = (-bias.bias_factor / (bias.bias_factor - 1) * v).numpy()
-    f_ours = f_ours - f_ours.min()
+    f_ours = bias.free_energy(torch.stack([phi_n.flatten(), psi_n.flatten()], 1)).reshape(psi_n.shape).numpy()
     f_meta = meta.fes - meta.fes.min()
     mask = f_meta < 20 * kT
     diff = (f_ours - f_meta)[mask] / kT

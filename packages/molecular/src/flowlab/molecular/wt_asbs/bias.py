@@ -167,9 +167,11 @@ class WellTemperedBias:
         grad = torch.stack([self._interp(self.grads[a], *corners) for a in range(self.k)], dim=-1)
         return BiasValue(value=value, grad=grad * self._inside.to(grad))
 
-    def free_energy(self) -> torch.Tensor:
-        """F on the grid nodes, F = -gamma / (gamma - 1) V, shifted to min 0: (bins,)*K."""
-        f = -self.bias_factor / (self.bias_factor - 1) * self.values
+    def free_energy(self, s: torch.Tensor | None = None) -> torch.Tensor:
+        """F = -gamma / (gamma - 1) V, shifted to min 0, on the grid nodes: (bins,)*K, or at points s: (B, K) -> (B,)
+        (interpolated V)."""
+        v = self.values if s is None else self(s).value
+        f = -self.bias_factor / (self.bias_factor - 1) * v
         return f - f.min()
 
     def state_dict(self) -> dict[str, torch.Tensor]:
