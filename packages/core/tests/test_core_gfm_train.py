@@ -99,12 +99,12 @@ def test_scheduled_lr_is_the_training_schedule():
 def test_bench_diagonal_share_is_set_per_objective():
     """The earth variants give G-LSD half of each batch on the diagonal; RFM and the other objectives keep their
     defaults (a single number would have moved RFM off its pure diagonal loss too). Their MMDs are taken against all
-    held-out data."""
+    held-out data, from the spec's 2000 model samples."""
     for variant in ("quick", "full"):
         cfg = EARTH.variants[variant]
         assert _config(cfg, "lsd", 10).diag_fraction == 0.5
         assert all(_config(cfg, o, 10).diag_fraction is None for o in ("rfm", "psd", "esd", "mf"))
-        assert cfg["mmd_reference"] == "val+test"
+        assert cfg["mmd_reference"] == "val+test" and cfg["samples"] == 2000
 
 
 def test_scenarios_registered_and_hyperbolic_runs_on_a_tiny_budget(tmp_path):
