@@ -201,7 +201,9 @@ def test_sphere_log_is_accurate_for_nearby_and_antipodal_points():
     u = 1e-9 * u / u.norm(dim=-1, keepdim=True)
     y = s.expmap(x, u)
     torch.testing.assert_close(s.logmap(x, y), u, rtol=1e-5, atol=1e-20)
+    torch.testing.assert_close(s.dist(x, y), torch.full((8,), 1e-9, dtype=F64), rtol=1e-5, atol=1e-20)
     # exactly antipodal: a tangent vector of length pi whose exponential is -x
+    torch.testing.assert_close(s.dist(x, -x), torch.full((8,), math.pi, dtype=F64))
     log = s.logmap(x, -x)
     torch.testing.assert_close(log.norm(dim=-1), torch.full((8,), math.pi, dtype=F64))
     torch.testing.assert_close(s.proju(x, log), log)

@@ -59,6 +59,12 @@ class Sphere(Manifold):
         fallback = math.pi * e / e.norm(dim=-1, keepdim=True)
         return torch.where(antipodal, fallback, log)
 
+    def dist(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """atan2(|y − <x, y> x|, <x, y>): (B,), the length of `logmap` without building it (accurate at 0 and at the
+        antipode alike; several times cheaper than the default, which the pairwise MMD kernels call most)."""
+        c = (x * y).sum(-1, keepdim=True)
+        return torch.atan2((y - c * x).norm(dim=-1), c.squeeze(-1))
+
     def projx(self, x: torch.Tensor) -> torch.Tensor:
         return x / x.norm(dim=-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
 
