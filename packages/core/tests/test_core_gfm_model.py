@@ -9,8 +9,11 @@ import pytest
 import torch
 from torch import nn
 
+import flowlab.core.gfm.evaluate as gfm_evaluate
 from flowlab.core.flowmaps import ParametrisedFlowMap
 from flowlab.core.gfm import build_flow_map, evaluate_nll, gfm_loss, sample
+from flowlab.core.grids import uniform
+from flowlab.core.likelihood import log_likelihood
 from flowlab.core.losses.flow_map import esd_loss, lsd_loss, meanflow_loss, psd_loss
 from flowlab.core.manifolds import Euclidean, FlatTorus, PoincareBall, Sphere
 
@@ -181,6 +184,28 @@ def test_zero_field_likelihood_is_the_uniform_density(name, log_volume):
             p.zero_()
     nll = evaluate_nll(fm, _points(m, 32, 10), manifold=m, steps=4)
     assert torch.allclose(nll, torch.full_like(nll, log_volume), atol=1e-10)
+
+
+def test_likelihood_builds_no_graph_to_the_parameters(monkeypatch):
+    """evaluate_nll runs the divergence without an outer autograd graph (one kept every step's activations alive and
+    ran the full T⁷ config out of memory), and gives the same NLL as the graph-free core call."""
+    m = Sphere(2)
+    fm = build_flow_map(m, hidden=(16,)).double()
+    x = _points(m, 16, 3)
+    seen = []
+
+    def spy(*args, **kwargs):
+        res = log_likelihood(*args, **kwargs)
+        seen.append(res.log_prob.requires_grad)
+        return res
+
+    monkeypatch.setattr(gfm_evaluate, "log_likelihood", spy)
+    nll = evaluate_nll(fm, x, manifold=m, steps=4)
+    assert seen == [False]
+    with torch.no_grad():
+        grid = uniform(4, dtype=x.dtype).flip(0)
+        ref = log_likelihood(fm.diagonal_field, x, grid=grid, method="rk4", manifold=m).log_prob
+    torch.testing.assert_close(nll, -ref, rtol=0, atol=1e-12)
 
 
 def test_bad_inputs_raise_errors_naming_the_argument():
