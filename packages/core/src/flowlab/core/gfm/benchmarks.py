@@ -270,8 +270,8 @@ _EARTH_DIAG = {"diag_fraction": {"lsd": 0.5}}
 #: earth only: MMDs against all held-out data (validation and test: no model trains on either), not the test
 #: split alone, from the spec's 2000 model samples (the other quick variants draw 500). On volcano's 83 test points
 #: the data floor's 1-NFE ratio is over 1/5 on two of seeds 0-4; against the 166 held-out points its mean falls
-#: from 0.195 to 0.135. With 500 samples the statistic's own noise moved flood's seed-3 ratio from 0.117 to 0.220
-#: (quick, side runs and runs 20261201-021107; README)
+#: from 0.195 to 0.141. With 500 samples the statistic's own noise moved flood's seed-3 ratio from 0.117 to 0.220
+#: (quick, runs 20261201-004147, -021107 and -022626; README)
 _EARTH_HELDOUT = {"mmd_reference": "val+test", "samples": 2000}
 
 EARTH = Scenario(
