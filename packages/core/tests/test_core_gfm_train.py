@@ -11,12 +11,13 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+import flowlab.core.gfm.benchmarks as gfm_benchmarks
 from flowlab.core.bench import BenchContext
 from flowlab.core.gfm import GFMConfig, random_torus_mixture, semigroup_error, train_gfm
 from flowlab.core.gfm.benchmarks import EARTH, SCENARIOS, _config, _data_floor, run_earth, run_hyperbolic
 from flowlab.core.gfm.cli import app
 from flowlab.core.gfm.data import load_earth, split
-from flowlab.core.gfm.evaluate import reference_bandwidth
+from flowlab.core.gfm.evaluate import mmd_by_nfe, reference_bandwidth
 from flowlab.core.gfm.train import scheduled_lr
 from flowlab.core.manifolds import FlatTorus, Sphere
 
@@ -96,7 +97,7 @@ def test_scheduled_lr_is_the_training_schedule():
         scheduled_lr(cfg, 41)
 
 
-def test_bench_diagonal_share_is_set_per_objective():
+def test_earth_variants_set_the_diagonal_share_per_objective_and_the_mmd_protocol():
     """The earth variants give G-LSD half of each batch on the diagonal; RFM and the other objectives keep their
     defaults (a single number would have moved RFM off its pure diagonal loss too). Their MMDs are taken against all
     held-out data, from the spec's 2000 model samples."""
@@ -141,19 +142,28 @@ def test_earth_data_sets_in_worker_processes_match_one_process(tmp_path):
 
 
 @pytest.mark.skipif(not os.environ.get("FLOWLAB_DATA"), reason="FLOWLAB_DATA is not set (earth_sphere data set)")
-def test_earth_mmd_reference_is_the_held_out_data(tmp_path):
-    """With mmd_reference "val+test" the data floor is the MMD of training draws to the validation and test splits
-    together, with "test" to the test split alone; NLL stays on the test split; other values are refused."""
+def test_earth_mmd_reference_is_the_held_out_data(tmp_path, monkeypatch):
+    """With mmd_reference "val+test" the model MMDs and the data floor are taken against the validation and test
+    splits together (166 volcano points), with "test" against the test split alone (83); NLL stays on the test
+    split; other values are refused."""
     cfg = {
         "batch_size": 32, "hidden": (16,), "lr": 3e-3, "ema_decay": 0.9, "samples": 64, "nll_steps": 2,
         "objectives": ("lsd",), "steps": 4, "warm_start": 2, "datasets": ("volcano",), "workers": 1,
     }  # fmt: skip
     root = Path(os.environ["FLOWLAB_DATA"])
-    results = {}
+    results, sizes, seen = {}, {}, []
+
+    def spy(flow_map, ref, **kwargs):
+        seen.append(len(ref))
+        return mmd_by_nfe(flow_map, ref, **kwargs)
+
+    monkeypatch.setattr(gfm_benchmarks, "mmd_by_nfe", spy)
     for reference in ("test", "val+test"):
+        seen.clear()
         config = {**cfg, "mmd_reference": reference}
         ctx = BenchContext(0, "quick", config, torch.device("cpu"), torch.Generator(), tmp_path, root)
-        results[reference] = run_earth(ctx)
+        results[reference], sizes[reference] = run_earth(ctx), set(seen)
+    assert sizes == {"test": {83}, "val+test": {166}}
     parts = split(load_earth("volcano", root), 0)
     for reference, held_out in (("test", parts.test), ("val+test", torch.cat([parts.val, parts.test]))):
         median = reference_bandwidth(held_out, manifold=Sphere(2))
@@ -161,7 +171,6 @@ def test_earth_mmd_reference_is_the_held_out_data(tmp_path):
         floor = _data_floor(parts.train, held_out, Sphere(2), bandwidth, n=64, seed=0)
         assert results[reference].baselines["data floor"]["volcano/mmd_nfe1"] == pytest.approx(floor, rel=1e-12)
     assert results["test"].metrics["volcano/nll"] == results["val+test"].metrics["volcano/nll"]
-    assert results["test"].metrics["volcano/mmd_nfe1"] != results["val+test"].metrics["volcano/mmd_nfe1"]
     ctx = BenchContext(0, "quick", {**cfg, "mmd_reference": "val"}, torch.device("cpu"), None, tmp_path, root)
     with pytest.raises(ValueError, match="mmd_reference"):
         run_earth(ctx)
