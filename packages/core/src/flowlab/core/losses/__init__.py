@@ -1,8 +1,8 @@
-"""Training objectives: flow matching (Euclidean, Riemannian, bridge), denoising (DSM, EDM), the masked-diffusion
+"""Training objectives: flow matching (Euclidean, Riemannian, bridge), denoising (DSM, DDPM, EDM), the masked-diffusion
 NELBO, and the flow-map objectives (Lagrangian, Eulerian, progressive, MeanFlow, consistency), each written once
 for any manifold."""
 
-from flowlab.core.losses.denoising import denoising_score_loss, edm_loss, edm_weight
+from flowlab.core.losses.denoising import ddpm_loss, denoising_score_loss, edm_loss, edm_weight
 from flowlab.core.losses.discrete import masked_diffusion_loss
 from flowlab.core.losses.flow_map import (
     MeanFlowTarget,
@@ -20,6 +20,7 @@ __all__ = [
     "MeanFlowTarget",
     "bridge_loss",
     "consistency_loss",
+    "ddpm_loss",
     "denoising_score_loss",
     "diagonal_fm_loss",
     "edm_loss",

@@ -1,4 +1,5 @@
-"""Denoising objectives: sigma-weighted denoising score matching on an affine path, and the EDM loss."""
+"""Denoising objectives: sigma-weighted denoising score matching on an affine path, the DDPM epsilon loss on a
+discrete schedule, and the EDM loss."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ from typing import Any
 
 import torch
 
-from flowlab.core.distributions import Generators, randn
-from flowlab.core.losses.flow_matching import check_prediction, reduce_loss
+from flowlab.core.distributions import Generators, randint, randn
+from flowlab.core.losses.flow_matching import REDUCTIONS, check_prediction, reduce_loss
 from flowlab.core.paths.affine import AffinePath
-from flowlab.core.validation import check_tensor, check_time, expand_like
+from flowlab.core.schedules import DiscreteVP
+from flowlab.core.validation import check_choice, check_tensor, check_time, expand_like
 
-__all__ = ["denoising_score_loss", "edm_loss", "edm_weight"]
+__all__ = ["ddpm_loss", "denoising_score_loss", "edm_loss", "edm_weight"]
 
 
 def denoising_score_loss(
@@ -45,6 +47,42 @@ def denoising_score_loss(
     sigma = path.schedule(expand_like(t, x_1)).sigma
     per_sample = (sigma * prediction + x_0).square().flatten(1).sum(1)
     return reduce_loss(per_sample, weight=weight, reduction=reduction)
+
+
+def ddpm_loss(
+    model: Any,
+    x: torch.Tensor,
+    schedule: DiscreteVP,
+    *,
+    generator: torch.Generator | None = None,
+    weight: torch.Tensor | None = None,
+    reduction: str = "mean",
+    **cond: Any,
+) -> torch.Tensor:
+    """Ho et al. (2020)'s simple loss on a discrete schedule: k ~ U{0, ..., K-1}, t = schedule.time_of(k),
+    x_t = alpha_t x + sigma_t eps, and per sample the mean over its elements of (eps_theta(x_t, t) - eps)^2.
+
+    model: `model(x=x_t, t=t, **cond) -> (B, ...)` the predicted eps, called with t: (B,) float64 core times (the
+    grid's exact times, so a diffusers UNet gets back integer timesteps; cast in the model as needed); x: (B, ...)
+    data; generator draws k (B,) first, then eps (B, ...), on its own device; weight: (B,) multiplies the per-sample
+    losses; reduction "mean" (over the batch; unweighted, the mean over every element, the same number), "sum" or
+    "none" (the (B,) per-sample losses).
+    """
+    if not isinstance(schedule, DiscreteVP):
+        raise ValueError(f"schedule: expected a DiscreteVP (a discrete DDPM schedule), got {type(schedule).__name__}")
+    check_tensor(x, "x")
+    check_choice(reduction, REDUCTIONS, "reduction")
+    k = randint(schedule.num_steps, (x.shape[0],), generator=generator, device=x.device)
+    t = schedule.time_of(k.to(torch.float64))
+    out = schedule(t)
+    eps = randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)
+    x_t = expand_like(out.alpha.to(x.dtype), x) * x + expand_like(out.sigma.to(x.dtype), x) * eps
+    prediction = model(x=x_t, t=t, **cond)
+    check_prediction(prediction, x, "model")
+    error = (prediction - eps).square()
+    if weight is None and reduction == "mean":
+        return error.mean()
+    return reduce_loss(error.flatten(1).mean(1), weight=weight, reduction=reduction)
 
 
 def edm_weight(sigma: torch.Tensor, sigma_data: float) -> torch.Tensor:

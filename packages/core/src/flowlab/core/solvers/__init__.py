@@ -1,8 +1,10 @@
 """Samplers: fixed-step and adaptive ODE solvers with inversion, Euler-Maruyama SDEs, the EDM sampler, manifold
 ODEs, flow-map sampling, DDIM / DPM-Solver++ diffusion sampling with inversion, and CTMC sampling of discrete
-paths. Solvers of one family share one signature, so swapping a sampler is one word."""
+paths; Euler steppers clipped to a range. Solvers of one family share one signature, so swapping a sampler is one
+word."""
 
 from flowlab.core.solvers.adaptive import ADAPTIVE_METHODS, AdaptiveSolution, solve_ode_adaptive
+from flowlab.core.solvers.clipped import clipped_euler, clipped_jvp_euler, path_envelope, scalar_vjp_euler
 from flowlab.core.solvers.ctmc import solve_ctmc
 from flowlab.core.solvers.diffusion import (
     Inversion,
@@ -33,6 +35,8 @@ __all__ = [
     "StepInfo",
     "Stepper",
     "Trajectory",
+    "clipped_euler",
+    "clipped_jvp_euler",
     "ddim_step",
     "ddpm_step",
     "dpmpp_step",
@@ -43,9 +47,11 @@ __all__ = [
     "invert_ode",
     "jvp_euler",
     "midpoint",
+    "path_envelope",
     "rk4",
     "sample_diffusion",
     "sample_flow_map",
+    "scalar_vjp_euler",
     "solve_ctmc",
     "solve_ode",
     "solve_ode_adaptive",

@@ -24,7 +24,6 @@ from flowlab.rl_control.value_flows.model import (
     ReturnFlow,
     ReturnFlowCritic,
     ScalarCritic,
-    path_envelope,
     rejection_sample,
 )
 from flowlab.rl_control.value_flows.objective import (
@@ -66,7 +65,6 @@ __all__ = [
     "make_vector_env",
     "noisy_step",
     "normalised_return",
-    "path_envelope",
     "quantile_huber_loss",
     "rejection_sample",
     "spearman",

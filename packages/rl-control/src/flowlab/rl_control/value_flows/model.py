@@ -17,7 +17,7 @@ from flowlab.core.losses import flow_matching_loss
 from flowlab.core.nets import MLP, TimeMLP
 from flowlab.core.paths import AffinePath
 from flowlab.core.schedules import CondOT
-from flowlab.core.solvers import JVPState, jvp_euler, solve_ode
+from flowlab.core.solvers import JVPState, clipped_euler, clipped_jvp_euler, solve_ode
 
 __all__ = [
     "C51Critic",
@@ -29,9 +29,6 @@ __all__ = [
     "ScalarCritic",
     "TargetNetwork",
     "aggregate",
-    "clipped_euler",
-    "clipped_jvp_euler",
-    "path_envelope",
     "rejection_sample",
 ]
 
@@ -43,63 +40,6 @@ def aggregate(values: torch.Tensor, how: str) -> torch.Tensor:
     if how == "min":
         return values.min(0).values
     raise ValueError(f"how: expected 'mean' or 'min', got {how!r}")
-
-
-def path_envelope(low: float, high: float, noise_bound: float, t: torch.Tensor) -> tuple:
-    """Bounds of the linear path z_t = t x1 + (1 - t) eps for x1 in [low, high] and |eps| <= noise_bound:
-    [t low - (1 - t) c, t high + (1 - t) c], (B,) tensors for flow times t: (B,). At t = 1 this is [low, high]; with
-    noise_bound 0 it is [t low, t high], which clips noise to the target range from the first step."""
-    pad = (1 - t) * noise_bound
-    return t * low - pad, t * high + pad
-
-
-def _clip(x: torch.Tensor, t: torch.Tensor, low: float, high: float, noise_bound: float | None):
-    """x: (B, D) clamped to [low, high] (noise_bound None) or to the path envelope at times t: (B,)."""
-    if noise_bound is None:
-        return x.clamp(low, high)
-    lo, hi = path_envelope(low, high, noise_bound, t)
-    return torch.maximum(torch.minimum(x, hi[:, None]), lo[:, None])
-
-
-def clipped_euler(low: float, high: float, *, noise_bound: float | None = None, time_scale=None):
-    """An Euler stepper for `solve_ode` that clips the state after every step: to [low, high] (noise_bound None), or
-    to the `path_envelope` at the step's end time (times `time_scale`: (B,), when the grid is rescaled per sample)."""
-
-    def step(field, x, t, t_next, **cond):
-        h = (t_next - t).view(-1, *([1] * (x.dim() - 1)))
-        end = t_next if time_scale is None else t_next * time_scale
-        return _clip(x + h * field(x=x, t=t, **cond), end.expand(x.shape[0]), low, high, noise_bound)
-
-    return step
-
-
-def _scalar_vjp_euler(field, state: JVPState, t, t_next, **cond) -> JVPState:
-    """Euler on (x, J) for a per-sample scalar state x: (B, 1): dv/dx is a 1x1 Jacobian per sample, so one reverse
-    pass of sum(v) gives it exactly (samples do not interact); on CPU this is several times cheaper than forward-mode
-    AD. Same result as `jvp_euler`; the graph is local to the step (no gradient flows to the parameters)."""
-    h = (t_next - t)[:, None]
-    with torch.enable_grad():
-        x = state.x.detach().requires_grad_(True)
-        v = field(x=x, t=t, **cond)
-        (dv,) = torch.autograd.grad(v.sum(), x)
-    return JVPState(state.x + h * v.detach(), state.tangent + h * dv * state.tangent)
-
-
-def clipped_jvp_euler(low: float, high: float, *, mode: str = "jvp", noise_bound: float | None = None, time_scale=None):
-    """Euler on (x, J) that clips x like `clipped_euler` after every step; the tangent of a clipped entry is zeroed
-    (the derivative of the clip), so J stays the exact derivative of the clipped Euler map. mode "jvp": the core's
-    `jvp_euler` (torch.func.jvp); "vjp": a reverse-mode pass, valid for scalar states only, and faster on CPU."""
-    if mode not in ("jvp", "vjp"):
-        raise ValueError(f"mode: expected 'jvp' or 'vjp', got {mode!r}")
-    inner = jvp_euler if mode == "jvp" else _scalar_vjp_euler
-
-    def step(field, state: JVPState, t, t_next, **cond) -> JVPState:
-        nxt = inner(field, state, t, t_next, **cond)
-        end = t_next if time_scale is None else t_next * time_scale
-        x = _clip(nxt.x, end.expand(nxt.x.shape[0]), low, high, noise_bound)
-        return JVPState(x, nxt.tangent * (x == nxt.x))
-
-    return step
 
 
 class TargetNetwork(nn.Module):
