@@ -1,5 +1,6 @@
-"""Guard rails for the workspace: import boundaries, no local paths in project files, every member tested,
-and the no-network test plugin."""
+"""Guard rails for the workspace: the method folders of DESIGN.md, test-file names, size budgets, declared FlowLab
+dependencies, no local paths in project files, every member tested, and the no-network test plugin. The import
+boundaries themselves are import-linter contracts (root pyproject.toml), checked by `lint-imports` in .ci/run."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 from flowlab.core.testing.plugin import NetworkAccessError
 
 ROOT = Path(__file__).resolve().parents[1]
-DOMAINS = ("vision_gen", "molecular", "rl_control", "biology_dynamics", "crowd_sim", "trust_ood")
+#: two screens of a method README; a benchmarks file before it becomes a package
+README_LINES, BENCH_LINES = 110, 300
 MEMBERS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["uv"]["workspace"]["members"]
 
 
@@ -28,32 +30,83 @@ def _imports(path: Path) -> set[str]:
     return found
 
 
-def _flowlab_packages_imported(src: Path) -> dict[str, set[str]]:
-    """file -> the flowlab subpackages it imports."""
-    out = {}
-    for f in src.rglob("*.py"):
-        pkgs = {m.split(".")[1] for m in _imports(f) if m.startswith("flowlab.") and m.count(".") >= 1}
-        if pkgs:
-            out[str(f.relative_to(ROOT))] = pkgs
-    return out
+def _member_package(member: str) -> tuple[str, Path]:
+    """(python package name, its source folder) of a workspace member."""
+    (src,) = [p for p in (ROOT / member / "src/flowlab").iterdir() if p.is_dir() and not p.name.startswith("_")]
+    return src.name, src
 
 
-def test_core_imports_no_other_flowlab_package():
-    bad = {f: p - {"core"} for f, p in _flowlab_packages_imported(ROOT / "packages/core/src").items() if p - {"core"}}
-    assert not bad, f"flowlab.core must not import other FlowLab packages: {bad}"
+def _method_folders() -> list[dict[str, str]]:
+    """The method-folder table of DESIGN.md (between its <!-- method-folders --> markers)."""
+    text = (ROOT / "DESIGN.md").read_text()
+    table = text.split("<!-- method-folders -->")[1].split("<!-- /method-folders -->")[0]
+    rows = [[c.strip().strip("`") for c in line.strip().strip("|").split("|")] for line in table.strip().splitlines()]
+    header, body = rows[0], rows[2:]
+    return [dict(zip(header, row, strict=True)) for row in body]
 
 
-@pytest.mark.parametrize("domain", DOMAINS)
-def test_domain_packages_do_not_import_each_other(domain):
-    folder = ROOT / "packages" / domain.replace("_", "-") / "src"
-    allowed = {"core", "datasets", domain}
-    bad = {f: p - allowed for f, p in _flowlab_packages_imported(folder).items() if p - allowed}
-    assert not bad, f"flowlab.{domain} may import only flowlab.core and flowlab.datasets: {bad}"
+def test_every_method_folder_in_design_exists_with_a_short_readme_and_results():
+    methods = _method_folders()
+    assert len(methods) >= 7, "DESIGN.md's method-folder table is missing or truncated"
+    for m in methods:
+        folder = ROOT / m["folder"]
+        docs = folder if m["docs"] == "same folder" else ROOT / m["docs"]
+        assert (folder / "__init__.py").is_file(), f"{m['method']}: no method folder {m['folder']}"
+        for name in ("README.md", "RESULTS.md"):
+            assert (docs / name).is_file(), f"{m['method']}: {docs.relative_to(ROOT)} has no {name}"
+        lines = len((docs / "README.md").read_text().splitlines())
+        assert lines <= README_LINES, (
+            f"{m['method']}: README.md has {lines} lines (two screens: <= {README_LINES}); "
+            "measurements go in RESULTS.md"
+        )
+    documented = {ROOT / m["folder"] for m in methods}
+    assert not (ROOT / "packages/core/src/flowlab/core/gfm/README.md").exists(), "GFM's README lives in core/docs/gfm"
+    for member in MEMBERS:
+        name, src = _member_package(member)
+        for readme in src.rglob("README.md"):
+            assert readme.parent in documented, f"{readme.relative_to(ROOT)}: not a method folder listed in DESIGN.md"
 
 
-def test_datasets_imports_only_core():
-    bad = {f: p - {"core", "datasets"} for f, p in _flowlab_packages_imported(ROOT / "datasets/src").items()}
-    assert not any(bad.values()), bad
+def test_test_files_are_named_for_their_package_and_an_area_that_exists():
+    for member in MEMBERS:
+        name, src = _member_package(member)
+        areas = {"cli", "environment", "api"} | {p.stem for p in src.rglob("*") if p.name != "__init__.py"}
+        for test in (ROOT / member / "tests").glob("test_*.py"):
+            rest = test.stem.removeprefix(f"test_{name}_")
+            assert rest != test.stem and any(rest == a or rest.startswith(a + "_") for a in areas), (
+                f"{test.relative_to(ROOT)}: expected test_{name}_<area>[_*].py with <area> a module or folder of "
+                f"flowlab.{name} (or cli, environment, api)"
+            )
+
+
+def test_benchmark_files_stay_within_the_size_budget():
+    for member in MEMBERS:
+        _, src = _member_package(member)
+        files = [*src.rglob("benchmarks.py"), *(f for d in src.rglob("benchmarks") for f in d.glob("*.py"))]
+        for f in files:
+            lines = len(f.read_text().splitlines())
+            assert lines <= BENCH_LINES, (
+                f"{f.relative_to(ROOT)}: {lines} lines; past {BENCH_LINES} a benchmarks/ package, one module per family"
+            )
+
+
+def test_each_member_declares_exactly_the_flowlab_members_it_imports():
+    """deptry sees the `flowlab` namespace as one first-party module, so this checks its portions."""
+    dists = {_member_package(m)[0]: tomllib.loads((ROOT / m / "pyproject.toml").read_text())["project"]["name"]
+             for m in MEMBERS}  # fmt: skip
+    for member in MEMBERS:
+        name, src = _member_package(member)
+        project = tomllib.loads((ROOT / member / "pyproject.toml").read_text())["project"]
+        declared = {d.split(">")[0].split("=")[0].split("[")[0].strip() for d in project.get("dependencies", [])}
+        imported = {
+            dists[mod.split(".")[1]]
+            for f in src.rglob("*.py")
+            for mod in _imports(f)
+            if mod.startswith("flowlab.") and mod.split(".")[1] in dists and mod.split(".")[1] != name
+        }
+        assert imported == declared & set(dists.values()), (
+            f"{member}: imports {sorted(imported)} but declares {sorted(declared & set(dists.values()))}"
+        )
 
 
 def test_namespace_has_no_init():

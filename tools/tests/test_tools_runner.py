@@ -4,14 +4,26 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 
 import pytest
 import torch
 
 from flowlab.core.bench import BenchResult, Scenario, require_file
+from flowlab.core.config import Config
 from flowlab.tools.bench.discovery import SelectionError, select
 from flowlab.tools.bench.report import write_report
 from flowlab.tools.bench.runner import ratios, run_all
+
+
+@dataclass(frozen=True)
+class Tiny(Config):
+    n: int = 2
+
+
+@dataclass(frozen=True)
+class Other(Config):
+    n: int = 2
 
 
 def _ok(ctx):
@@ -38,7 +50,7 @@ def _scenario(name, run):
         package="core",
         method=name.split(".")[1],
         run=run,
-        variants={"quick": {"n": 1}, "full": {"n": 2}},
+        variants={"quick": Tiny(n=1), "full": Tiny()},
         directions={"abs_mean": "min", "std": "max"},
     )
 
@@ -138,7 +150,11 @@ def test_selection_patterns():
 
 
 def test_scenario_validates_its_declaration():
+    typed = {"quick": Tiny(n=1), "full": Tiny()}
     with pytest.raises(ValueError, match="name"):
-        Scenario(name="bad", package="core", method="m", run=_ok, variants={"quick": {}, "full": {}}, directions={})
+        Scenario(name="bad", package="core", method="m", run=_ok, variants=typed, directions={})
     with pytest.raises(ValueError, match="variants"):
-        Scenario(name="core.m.c", package="core", method="m", run=_ok, variants={"quick": {}}, directions={})
+        Scenario(name="core.m.c", package="core", method="m", run=_ok, variants={"quick": Tiny()}, directions={})
+    for untyped in ({"quick": {"n": 1}, "full": {"n": 2}}, {"quick": Tiny(), "full": Other()}):
+        with pytest.raises(ValueError, match="one Config subclass"):
+            Scenario(name="core.m.c", package="core", method="m", run=_ok, variants=untyped, directions={})

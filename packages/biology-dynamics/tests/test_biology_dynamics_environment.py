@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import ot
 import pytest
 
-DATA = Path(os.environ.get("FLOWLAB_DATA", "/nonexistent")) / "single_cell"
+from flowlab.datasets import root
+
+ROOT = root(required=False)
+DATA = None if ROOT is None else ROOT / "single_cell"
 
 
 def test_scanpy_ships_pbmc68k_reduced_offline():
@@ -29,7 +29,7 @@ def test_pot_unbalanced_plan_respects_marginals_as_penalty_grows():
     assert plan.sum() == pytest.approx(np.sqrt(a.sum() * b.sum()), rel=0.05)  # KL-balanced total mass
 
 
-@pytest.mark.skipif(not DATA.is_dir(), reason=f"single_cell data set not found under {DATA}")
+@pytest.mark.skipif(DATA is None or not DATA.is_dir(), reason=f"single_cell data set not found under {DATA}")
 def test_emt_time_series_has_four_time_points():
     import pandas as pd
 

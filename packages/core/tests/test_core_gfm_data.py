@@ -54,13 +54,15 @@ def test_load_earth_from_a_file_and_rejects_bad_files(tmp_path):
         load_earth(_write(tmp_path, "nan,10\n1,2\n", "nan.csv"))
     with pytest.raises(FileNotFoundError, match="earth_sphere"):
         load_earth("volcano", tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"^root: the earth_sphere data set \(volcano.csv\) needs"):
+        load_earth("volcano")
     with pytest.raises(ValueError, match="name"):
         load_earth("not-a-set")
 
 
 @pytest.mark.skipif(not os.environ.get("FLOWLAB_DATA"), reason="FLOWLAB_DATA is not set (earth_sphere data set)")
 def test_load_earth_shared_data_and_split():
-    x = load_earth("volcano")
+    x = load_earth("volcano", os.environ["FLOWLAB_DATA"])
     assert x.shape == (827, 3) and float((x.norm(dim=-1) - 1).abs().max()) < 1e-6
     parts = split(x, 0)
     assert (len(parts.train), len(parts.val), len(parts.test)) == (661, 83, 83)

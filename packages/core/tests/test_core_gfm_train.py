@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 from typer.testing import CliRunner
 
-import flowlab.core.gfm.benchmarks as gfm_benchmarks
+import flowlab.core.gfm.benchmarks.protocol as gfm_protocol
 from flowlab.core.bench import BenchContext
 from flowlab.core.gfm import GFMConfig, random_torus_mixture, semigroup_error, train_gfm
-from flowlab.core.gfm.benchmarks import EARTH, SCENARIOS, _config, _data_floor, run_earth, run_hyperbolic
+from flowlab.core.gfm.benchmarks import SCENARIOS
+from flowlab.core.gfm.benchmarks.earth import EARTH, EarthBench, run_earth
+from flowlab.core.gfm.benchmarks.protocol import data_floor, model_config
+from flowlab.core.gfm.benchmarks.synthetic import HyperbolicBench, run_hyperbolic
 from flowlab.core.gfm.cli import app
 from flowlab.core.gfm.data import load_earth, split
 from flowlab.core.gfm.evaluate import mmd_by_nfe, reference_bandwidth
@@ -103,18 +107,18 @@ def test_earth_variants_set_the_diagonal_share_per_objective_and_the_mmd_protoco
     held-out data, from the spec's 2000 model samples."""
     for variant in ("quick", "full"):
         cfg = EARTH.variants[variant]
-        assert _config(cfg, "lsd", 10).diag_fraction == 0.5
-        assert all(_config(cfg, o, 10).diag_fraction is None for o in ("rfm", "psd", "esd", "mf"))
-        assert cfg["mmd_reference"] == "val+test" and cfg["samples"] == 2000
+        assert model_config(cfg, "lsd", 10).diag_fraction == 0.5
+        assert all(model_config(cfg, o, 10).diag_fraction is None for o in ("rfm", "psd", "esd", "mf"))
+        assert cfg.mmd_reference == "val+test" and cfg.samples == 2000
 
 
 def test_scenarios_registered_and_hyperbolic_runs_on_a_tiny_budget(tmp_path):
     assert {s.name for s in SCENARIOS} == {"core.gfm.earth", "core.gfm.torus", "core.gfm.hyperbolic"}
     assert all({"quick", "full"} <= set(s.variants) for s in SCENARIOS)
-    cfg = {
-        "batch_size": 32, "hidden": (16,), "lr": 3e-3, "ema_decay": 0.9, "samples": 64, "nll_steps": 2,
-        "objectives": ("lsd", "psd"), "steps": 12, "warm_start": 10, "n_train": 300, "n_test": 64,
-    }  # fmt: skip
+    cfg = HyperbolicBench(
+        train=GFMConfig(steps=12, batch_size=32, hidden=(16,), lr=3e-3, ema_decay=0.9), objectives=("lsd", "psd"),
+        warm_start=10, samples=64, nll_steps=2, n_train=300, n_test=64,
+    )  # fmt: skip
     ctx = BenchContext(0, "quick", cfg, torch.device("cpu"), torch.Generator().manual_seed(0), tmp_path, None)
     result = run_hyperbolic(ctx)
     assert {"disk/mmd_nfe1", "disk/mmd_nfe100", "disk/nll", "disk/kl", "disk/mmd1_ratio_vs_rfm"} <= set(result.metrics)
@@ -128,14 +132,14 @@ def test_scenarios_registered_and_hyperbolic_runs_on_a_tiny_budget(tmp_path):
 @pytest.mark.skipif(not os.environ.get("FLOWLAB_DATA"), reason="FLOWLAB_DATA is not set (earth_sphere data set)")
 def test_earth_data_sets_in_worker_processes_match_one_process(tmp_path):
     """Each earth data set seeds its own generator, so running them in spawned processes changes no number."""
-    cfg = {
-        "batch_size": 32, "hidden": (16,), "lr": 3e-3, "ema_decay": 0.9, "samples": 64, "nll_steps": 2,
-        "objectives": ("lsd",), "steps": 12, "warm_start": 10, "datasets": ("volcano", "flood"),
-    }  # fmt: skip
+    cfg = EarthBench(
+        train=GFMConfig(steps=12, batch_size=32, hidden=(16,), lr=3e-3, ema_decay=0.9), objectives=("lsd",),
+        warm_start=10, samples=64, nll_steps=2, datasets=("volcano", "flood"),
+    )  # fmt: skip
     root = Path(os.environ["FLOWLAB_DATA"])
     rows = []
     for workers in (1, 2):
-        config = {**cfg, "workers": workers}
+        config = replace(cfg, workers=workers)
         result = run_earth(BenchContext(0, "quick", config, torch.device("cpu"), torch.Generator(), tmp_path, root))
         rows.append({k: v for k, v in result.metrics.items() if not k.endswith("train_s")})
     assert rows[0] == rows[1] and {"volcano/mmd_nfe1", "flood/mmd_nfe1"} <= set(rows[0])
@@ -146,10 +150,10 @@ def test_earth_mmd_reference_is_the_held_out_data(tmp_path, monkeypatch):
     """With mmd_reference "val+test" the model MMDs and the data floor are taken against the validation and test
     splits together (166 volcano points), with "test" against the test split alone (83); NLL stays on the test
     split; other values are refused."""
-    cfg = {
-        "batch_size": 32, "hidden": (16,), "lr": 3e-3, "ema_decay": 0.9, "samples": 64, "nll_steps": 2,
-        "objectives": ("lsd",), "steps": 4, "warm_start": 2, "datasets": ("volcano",), "workers": 1,
-    }  # fmt: skip
+    cfg = EarthBench(
+        train=GFMConfig(steps=4, batch_size=32, hidden=(16,), lr=3e-3, ema_decay=0.9), objectives=("lsd",),
+        warm_start=2, samples=64, nll_steps=2, datasets=("volcano",), workers=1,
+    )  # fmt: skip
     root = Path(os.environ["FLOWLAB_DATA"])
     results, sizes, seen = {}, {}, []
 
@@ -157,10 +161,10 @@ def test_earth_mmd_reference_is_the_held_out_data(tmp_path, monkeypatch):
         seen.append(len(ref))
         return mmd_by_nfe(flow_map, ref, **kwargs)
 
-    monkeypatch.setattr(gfm_benchmarks, "mmd_by_nfe", spy)
+    monkeypatch.setattr(gfm_protocol, "mmd_by_nfe", spy)
     for reference in ("test", "val+test"):
         seen.clear()
-        config = {**cfg, "mmd_reference": reference}
+        config = replace(cfg, mmd_reference=reference)
         ctx = BenchContext(0, "quick", config, torch.device("cpu"), torch.Generator(), tmp_path, root)
         results[reference], sizes[reference] = run_earth(ctx), set(seen)
     assert sizes == {"test": {83}, "val+test": {166}}
@@ -168,12 +172,13 @@ def test_earth_mmd_reference_is_the_held_out_data(tmp_path, monkeypatch):
     for reference, held_out in (("test", parts.test), ("val+test", torch.cat([parts.val, parts.test]))):
         median = reference_bandwidth(held_out, manifold=Sphere(2))
         bandwidth = [median / 2**j for j in range(4)]
-        floor = _data_floor(parts.train, held_out, Sphere(2), bandwidth, n=64, seed=0)
+        floor = data_floor(parts.train, held_out, Sphere(2), bandwidth, n=64, seed=0)
         assert results[reference].baselines["data floor"]["volcano/mmd_nfe1"] == pytest.approx(floor, rel=1e-12)
     assert results["test"].metrics["volcano/nll"] == results["val+test"].metrics["volcano/nll"]
-    ctx = BenchContext(0, "quick", {**cfg, "mmd_reference": "val"}, torch.device("cpu"), None, tmp_path, root)
-    with pytest.raises(ValueError, match="mmd_reference"):
-        run_earth(ctx)
+    with pytest.raises(ValueError, match=r"^EarthBench.mmd_reference: expected Literal\['test', 'val\+test'\]"):
+        replace(cfg, mmd_reference="val")
+    with pytest.raises(TypeError, match="mmd_refrence"):
+        replace(cfg, mmd_refrence="test")  # a misspelt field is an error, not a silent default
 
 
 def test_cli_train_sample_evaluate_round_trip(tmp_path: Path):

@@ -95,6 +95,21 @@ def test_discrete_vp_hits_its_grid_points():
     assert torch.allclose(sch.timestep_of(t), k.to(torch.float64))
 
 
+@pytest.mark.parametrize(("steps", "expected"), [(10, [999, 899, 799, 699, 599, 499, 399, 299, 199, 99, 0]),
+                                                 (3, [999, 666, 332, 0])])  # fmt: skip
+def test_trailing_grid_visits_diffusers_trailing_timesteps_then_zero(steps, expected):
+    """diffusers' trailing spacing: round(K - i K / n) - 1 for i < n (K = 1000), then timestep 0 at t = 1 - 1/K."""
+    sch = DiscreteVP.linear()
+    g = grids.trailing(sch, steps)
+    assert g.dtype == torch.float64 and g.shape == (steps + 1,) and bool((g[1:] > g[:-1]).all())
+    assert torch.allclose(sch.timestep_of(g), torch.tensor(expected, dtype=torch.float64), atol=1e-9)
+    assert g[-1] == pytest.approx(1 - 1 / 1000, abs=1e-15)
+    with pytest.raises(ValueError, match=r"^steps:"):
+        grids.trailing(sch, 1000)
+    with pytest.raises(ValueError, match=r"^schedule:"):
+        grids.trailing(VP(), 10)
+
+
 def test_logsnr_grid_is_uniform_in_lambda():
     sch = VP()
     g = grids.logsnr_uniform(10, sch, t_start=0.02, t_end=0.98, dtype=torch.float64)

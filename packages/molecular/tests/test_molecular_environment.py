@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
-DATA = Path(os.environ.get("FLOWLAB_DATA", "/nonexistent"))
-ALDP = DATA / "alanine_dipeptide" / "openmm_tests"
+from flowlab.molecular.wt_asbs.aldp import aldp_files
 
 
 def test_rdkit_parses_valid_and_rejects_invalid_smiles():
@@ -20,15 +16,15 @@ def test_rdkit_parses_valid_and_rejects_invalid_smiles():
     assert Chem.MolFromSmiles("C1CC(") is None
 
 
-@pytest.mark.skipif(not ALDP.is_dir(), reason=f"alanine_dipeptide data set not found under FLOWLAB_DATA={DATA}")
 @pytest.mark.parametrize(("solvent", "expected"), [(None, -88.089), ("OBC1", -138.970)])
-def test_openmm_alanine_dipeptide_energy_matches_reference(solvent, expected):
+def test_openmm_alanine_dipeptide_energy_matches_reference(solvent, expected, aldp_root):
     """Reference energies (kJ/mol) from the data set's README: ff96 at the shipped coordinates, NoCutoff."""
     import openmm
     from openmm import app, unit
 
-    prmtop = app.AmberPrmtopFile(str(ALDP / "alanine-dipeptide-implicit.prmtop"))
-    inpcrd = app.AmberInpcrdFile(str(ALDP / "alanine-dipeptide-implicit.inpcrd"))
+    prmtop_file, inpcrd_file = aldp_files(aldp_root)
+    prmtop = app.AmberPrmtopFile(str(prmtop_file))
+    inpcrd = app.AmberInpcrdFile(str(inpcrd_file))
     implicit = getattr(app, solvent) if solvent else None
     system = prmtop.createSystem(nonbondedMethod=app.NoCutoff, implicitSolvent=implicit)
     integrator = openmm.VerletIntegrator(1.0 * unit.femtoseconds)

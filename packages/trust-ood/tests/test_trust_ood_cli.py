@@ -1,4 +1,5 @@
-"""`flowlab trust`: train (CNN backbone) -> certify -> evaluate on a tiny budget, and clear errors."""
+"""`flowlab trust`: train (CNN backbone) -> certify -> evaluate through the package's command group on a tiny budget,
+and clear errors."""
 
 from __future__ import annotations
 
@@ -6,11 +7,16 @@ import json
 
 from typer.testing import CliRunner
 
-from flowlab.trust_ood.certificate.cli import app
 from flowlab.trust_ood.certificate.evaluate import METHODS, OOD_FAMILIES, load_study
 from flowlab.trust_ood.certificate.regressors import CNN1d
+from flowlab.trust_ood.cli import app
 
 runner = CliRunner()
+
+
+def test_the_group_mounts_the_certificate_commands():
+    res = runner.invoke(app, ["--help"])
+    assert res.exit_code == 0 and all(name in res.output for name in ("train", "certify", "evaluate"))
 
 
 def test_train_certify_evaluate_round_trip(tmp_path, one_thread):

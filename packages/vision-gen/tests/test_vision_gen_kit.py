@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from flowlab.core.grids import trailing
+from flowlab.core.losses import ddpm_loss
 from flowlab.core.schedules import DiscreteVP
 from flowlab.vision_gen.kit import (
     SMALL_SUITE,
@@ -17,12 +19,10 @@ from flowlab.vision_gen.kit import (
     apply_suite,
     compose,
     digits_split_indices,
-    epsilon_loss,
     generate,
     invert_to_noise,
     load_digits_images,
     parse_attack,
-    time_grid,
     tiny_dit,
     tiny_unet,
     train_digits_denoiser,
@@ -71,7 +71,9 @@ def test_core_ddim_on_unet_field_matches_diffusers():
     steps = 10
     sched.set_timesteps(steps)
     # the kit's grid is diffusers' "trailing" spacing, ending at timestep 0
-    assert torch.allclose(field.schedule.timestep_of(time_grid(steps)[:-1]), sched.timesteps.double(), atol=1e-6)
+    assert torch.allclose(
+        field.schedule.timestep_of(trailing(field.schedule, steps)[:-1]), sched.timesteps.double(), atol=1e-6
+    )
     x_t = torch.randn(2, 1, 8, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     ours = generate(field, x_t, steps=steps, method="ddim")
     ref = x_t
@@ -101,7 +103,8 @@ def test_core_dpmpp_2m_on_unet_field_matches_diffusers(steps):
     sched.set_timesteps(steps)
     x_t = torch.randn(2, 1, 8, 8, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
     with torch.inference_mode():
-        ours = sample_diffusion(field, x_t, time_grid(steps), schedule=field.schedule, prediction=field.prediction,
+        grid = trailing(field.schedule, steps)
+        ours = sample_diffusion(field, x_t, grid, schedule=field.schedule, prediction=field.prediction,
                                 method="dpmpp_2m", lower_order_final=steps < 15)  # fmt: skip
     ref = x_t
     with torch.no_grad():
@@ -127,8 +130,8 @@ def test_train_digits_denoiser_learns_and_caches(arch, tmp_path, monkeypatch):
         )  # fmt: skip
         held_out = load_digits_images(8, split="test").x[:256]
         with torch.no_grad():
-            trained_loss = epsilon_loss(field, held_out, torch.Generator().manual_seed(1))[0]
-            start_loss = epsilon_loss(untrained, held_out, torch.Generator().manual_seed(1))[0]
+            trained_loss = ddpm_loss(field, held_out, field.schedule, generator=torch.Generator().manual_seed(1))
+            start_loss = ddpm_loss(untrained, held_out, field.schedule, generator=torch.Generator().manual_seed(1))
         assert float(trained_loss) < 0.7 * float(start_loss)
         cached = train_digits_denoiser(images, **opts)  # loaded from the cache, not retrained
         assert len(list((tmp_path / "denoisers").glob(f"digits8_{arch}_*.pt"))) == 1

@@ -18,6 +18,8 @@ from typing import Any, Literal
 
 import torch
 
+from flowlab.core.config import Config
+
 __all__ = [
     "BenchContext",
     "BenchResult",
@@ -25,6 +27,7 @@ __all__ = [
     "DataMissing",
     "Scenario",
     "Timer",
+    "figure",
     "parallel_map",
     "require_file",
     "seeded_worker",
@@ -41,11 +44,11 @@ class DataMissing(FileNotFoundError):
 
 @dataclass(frozen=True)
 class BenchContext:
-    """What a scenario receives: its seed, variant and config, the device, a seeded generator and folders."""
+    """What a scenario receives: its seed, variant name and typed config, the device, a seeded generator, folders."""
 
     seed: int
     variant: str
-    config: Mapping[str, Any]
+    config: Config  # an instance of the scenario's own Config subclass
     device: torch.device
     generator: torch.Generator
     out_dir: Path
@@ -82,13 +85,14 @@ class BenchResult:
 
 @dataclass(frozen=True)
 class Scenario:
-    """One benchmark case; `variants` must hold "quick" (<= 120 s for the core on 2 CPU cores) and "full"."""
+    """One benchmark case. `variants` maps "quick" and "full" to instances of one frozen `Config` subclass, the
+    scenario's typed settings (write `full` first and derive `quick = replace(full, ...)`)."""
 
     name: str
     package: str
     method: str
     run: Callable[[BenchContext], BenchResult]
-    variants: Mapping[str, Mapping[str, Any]]
+    variants: Mapping[str, Config]
     directions: Mapping[str, Literal["min", "max"]]
     tags: frozenset[str] = frozenset()
     description: str = ""
@@ -102,6 +106,10 @@ class Scenario:
         missing = {"quick", "full"} - set(self.variants)
         if missing:
             raise ValueError(f"variants: scenario {self.name} lacks variant(s) {sorted(missing)}")
+        types = {type(v) for v in self.variants.values()}
+        if len(types) != 1 or not issubclass(next(iter(types)), Config):
+            names = sorted(t.__name__ for t in types)
+            raise ValueError(f"variants: scenario {self.name} needs instances of one Config subclass, got {names}")
         bad = {k: v for k, v in self.directions.items() if v not in ("min", "max")}
         if bad:
             raise ValueError(f"directions: expected 'min' or 'max', got {bad}")
@@ -174,6 +182,40 @@ def seeded_worker(ctx: BenchContext, index: int) -> BenchContext:
     as seed * 1000 + index, so the job's numbers do not depend on which process runs it."""
     torch.set_num_threads(1)
     return replace(ctx, generator=torch.Generator().manual_seed(ctx.seed * 1000 + index))
+
+
+@contextmanager
+def figure(
+    path: str | os.PathLike[str],
+    *,
+    ncols: int = 1,
+    nrows: int = 1,
+    size: tuple[float, float] = (5.2, 3.6),
+    dpi: int = 100,
+    **subplots: Any,
+) -> Iterator[tuple[Any, Any]]:
+    """A matplotlib figure for a benchmark plot, saved to `path` (PNG) and closed on leaving the block:
+
+        with figure(ctx.out_dir / "fes.png", ncols=3) as (fig, axes):
+            axes[0].imshow(...)
+
+    It draws on the Agg canvas (no display, no pyplot state) in the project's plot style (`plot_style.mplstyle`
+    beside this module, or the style file `$FLOWLAB_PLOT_STYLE` names). `axes` is
+    `fig.subplots(nrows, ncols, **subplots)`: one Axes or an array of them; `size` is the figure's (width, height) in
+    inches."""
+    import matplotlib.style
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    style = os.environ.get("FLOWLAB_PLOT_STYLE") or Path(__file__).with_name("plot_style.mplstyle")
+    with matplotlib.style.context(style):
+        fig = Figure(figsize=size)
+        FigureCanvasAgg(fig)
+        axes = fig.subplots(nrows, ncols, **subplots)
+        yield fig, axes
+        fig.tight_layout()
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=dpi)
 
 
 def warm_up_torch() -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from flowlab.core.schedules import EDM, Schedule
+from flowlab.core.schedules import EDM, DiscreteVP, Schedule
 
-__all__ = ["karras", "logsnr_uniform", "shifted", "time_uniform", "uniform"]
+__all__ = ["karras", "logsnr_uniform", "shifted", "time_uniform", "trailing", "uniform"]
 
 
 def _check_n(n: int) -> None:
@@ -79,3 +79,19 @@ def karras(
         return t_edm.to(device=device, dtype=dtype or torch.get_default_dtype())
     sigmas = edm(t_edm).sigma
     return schedule.snr_inverse(1 / sigmas).to(device=device, dtype=dtype or torch.get_default_dtype())
+
+
+def trailing(
+    schedule: DiscreteVP, steps: int, *, device: torch.device | str | None = None, dtype: torch.dtype = torch.float64
+) -> torch.Tensor:
+    """diffusers' "trailing" timestep spacing on a discrete schedule of K steps: (steps + 1,) core times of the
+    timesteps round(K - i K / steps) - 1 for i < steps, then of timestep 0 (t = 1 - 1/K). On this grid the core's DDIM
+    equals diffusers' DDIMScheduler(timestep_spacing="trailing", set_alpha_to_one=False)."""
+    if not isinstance(schedule, DiscreteVP):
+        raise ValueError(f"schedule: expected a DiscreteVP, got {type(schedule).__name__}")
+    k_max = schedule.num_steps
+    if not (isinstance(steps, int) and not isinstance(steps, bool) and 1 <= steps < k_max):
+        raise ValueError(f"steps: expected an integer in [1, {k_max}), got {steps!r}")
+    k = torch.round(k_max - torch.arange(steps, dtype=torch.float64) * k_max / steps) - 1
+    k = torch.cat([k, torch.zeros(1, dtype=torch.float64)])
+    return schedule.time_of(k).to(device=device, dtype=dtype)

@@ -1,12 +1,10 @@
-"""`flowlab molecular`: WT-ASBS `sample|metad|evaluate`."""
+"""`flowlab molecular`: the molecular package's command group; each method folder's commands are mounted in it."""
 
 import typer
 
-from flowlab.molecular.wt_asbs import cli as _wt
+from flowlab.molecular.wt_asbs import cli as wt_asbs_cli
 
 app = typer.Typer(help="Molecular Boltzmann sampling: WT-ASBS (sample, metad, evaluate).", no_args_is_help=True)
-app.command("sample")(_wt.sample)
-app.command("metad")(_wt.metad)
-app.command("evaluate")(_wt.evaluate)
+app.registered_commands += wt_asbs_cli.app.registered_commands
 
 __all__ = ["app"]

@@ -1,5 +1,13 @@
-"""`flowlab rl`: the RL package's command group (Value Flows: collect, train, evaluate)."""
+"""`flowlab rl`: the RL package's command group; Value Flows mounts `collect`, `train` and `evaluate`."""
 
-from flowlab.rl_control.value_flows.cli import app
+import typer
+
+from flowlab.rl_control.value_flows import cli as value_flows
+
+app = typer.Typer(
+    help="Flow-based RL: Value Flows, flow-based distributional RL (collect data, train, evaluate).",
+    no_args_is_help=True,
+)
+app.registered_commands += value_flows.app.registered_commands
 
 __all__ = ["app"]

@@ -11,6 +11,8 @@ from pathlib import Path
 from statistics import mean, stdev
 from typing import Any
 
+from flowlab.core.bench import figure
+
 PACKAGE_TITLES = {
     "core": "flowlab.core",
     "vision": "flowlab.vision_gen",
@@ -79,66 +81,42 @@ def _rows(recs: list[dict[str, Any]]) -> tuple[list[str], list[tuple[str, dict[s
 
 
 def _plot(name: str, metrics: list[str], rows, directions: dict[str, str], path: Path) -> Path | None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     shown = [m for m in metrics if any(vals.get(m) for _, vals in rows)][:MAX_PLOTTED_METRICS]
     if not shown:
         return None
-    style = os.environ.get("FLOWLAB_PLOT_STYLE", "shared/plot_style.mplstyle")
-    if Path(style).is_file():
-        plt.style.use(style)
     cols = min(4, len(shown))
     nrows = math.ceil(len(shown) / cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(3.6 * cols, 2.9 * nrows), squeeze=False)
-    for ax, metric in zip(axes.flat, shown):
-        labels, heights, errs = [], [], []
-        for label, vals in rows:
-            v = _present(vals.get(metric, []))
-            if v and all(math.isfinite(x) for x in v):  # an inf mean has no bar; the table shows it
-                labels.append(label.replace("**", "").replace(" (ours)", "\n(ours)").replace(" (baseline)", ""))
-                heights.append(mean(v))
-                errs.append(stdev(v) if len(v) > 1 else 0.0)
-        colors = ["tab:blue"] + ["tab:gray"] * (len(labels) - 1)
-        ax.bar(range(len(labels)), heights, yerr=errs, color=colors)
-        ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=7)
-        if heights and min(heights) > 0 and max(heights) / min(heights) > 100:
-            ax.set_yscale("log")
-        ax.set_title(metric + _ARROW.get(directions.get(metric, ""), ""), fontsize=9)
-    for ax in list(axes.flat)[len(shown) :]:
-        ax.axis("off")
-    fig.suptitle(name, fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with figure(path, ncols=cols, nrows=nrows, size=(3.6 * cols, 2.9 * nrows), dpi=110, squeeze=False) as (fig, axes):
+        for ax, metric in zip(axes.flat, shown):
+            labels, heights, errs = [], [], []
+            for label, vals in rows:
+                v = _present(vals.get(metric, []))
+                if v and all(math.isfinite(x) for x in v):  # an inf mean has no bar; the table shows it
+                    labels.append(label.replace("**", "").replace(" (ours)", "\n(ours)").replace(" (baseline)", ""))
+                    heights.append(mean(v))
+                    errs.append(stdev(v) if len(v) > 1 else 0.0)
+            colors = ["tab:blue"] + ["tab:gray"] * (len(labels) - 1)
+            ax.bar(range(len(labels)), heights, yerr=errs, color=colors)
+            ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=7)
+            if heights and min(heights) > 0 and max(heights) / min(heights) > 100:
+                ax.set_yscale("log")
+            ax.set_title(metric + _ARROW.get(directions.get(metric, ""), ""), fontsize=9)
+        for ax in list(axes.flat)[len(shown) :]:
+            ax.axis("off")
+        fig.suptitle(name, fontsize=10)
     return path
 
 
 def _plot_curve(name: str, curve: dict[str, Any], path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    style = os.environ.get("FLOWLAB_PLOT_STYLE", "shared/plot_style.mplstyle")
-    if Path(style).is_file():
-        plt.style.use(style)
-    fig, ax = plt.subplots(figsize=(5.2, 3.6))
-    for label, (xs, ys) in curve["lines"].items():
-        ax.plot(xs, ys, marker="o", markersize=3, label=label)
-    ax.set_xscale("log" if curve.get("logx") else "linear")
-    ax.set_yscale("log" if curve.get("logy") else "linear")
-    ax.set_xlabel(curve["xlabel"])
-    ax.set_ylabel(curve["ylabel"])
-    ax.set_title(f"{name}: {curve['title']}", fontsize=9)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with figure(path, dpi=110) as (_, ax):
+        for label, (xs, ys) in curve["lines"].items():
+            ax.plot(xs, ys, marker="o", markersize=3, label=label)
+        ax.set_xscale("log" if curve.get("logx") else "linear")
+        ax.set_yscale("log" if curve.get("logy") else "linear")
+        ax.set_xlabel(curve["xlabel"])
+        ax.set_ylabel(curve["ylabel"])
+        ax.set_title(f"{name}: {curve['title']}", fontsize=9)
+        ax.legend(fontsize=7)
     return path
 
 

@@ -97,7 +97,7 @@ def run_one(
     git_commit: str | None = None,
 ) -> Record:
     """Run one scenario variant with one seed; exceptions become an "error" record, missing data a "skipped" one."""
-    config = dict(scenario.variants[variant])
+    config = scenario.variants[variant]
     scenario_dir = out_dir / scenario.name / f"seed{seed}"
     scenario_dir.mkdir(parents=True, exist_ok=True)
     record = Record(
@@ -109,7 +109,7 @@ def run_one(
         status="ok",
         directions=dict(scenario.directions),
         device=str(device),
-        config=config,
+        config=config.to_dict(),
         versions=dict(versions or {}),
         git_commit=git_commit,
     )

@@ -1,6 +1,6 @@
 """WFR-FM: Wasserstein–Fisher–Rao flow matching for unbalanced single-cell dynamics, with its baselines
 (OT-CFM, UOT-CFM, a simulation-trained growth neural ODE), AnnData I/O, a toggle-switch generator with known
-growth, evaluation, benchmarks and the `flowlab cells` CLI."""
+growth, evaluation, plots, benchmarks and the `flowlab cells` CLI."""
 
 from flowlab.biology_dynamics.wfr_fm.data import (
     SINGLE_CELL_FILES,
@@ -25,11 +25,14 @@ from flowlab.biology_dynamics.wfr_fm.neural_ode_growth import GrowthNeuralODE, N
 from flowlab.biology_dynamics.wfr_fm.objective import UnbalancedPlans, matching_loss, unbalanced_plans
 from flowlab.biology_dynamics.wfr_fm.ot_cfm import OTCFM, OTCFMConfig
 from flowlab.biology_dynamics.wfr_fm.path import WFRDiracPath, WFRPathSample, wfr_cost, wfr_distance_sq
+from flowlab.biology_dynamics.wfr_fm.plot import plot_fit
+from flowlab.biology_dynamics.wfr_fm.registry import METHODS, load_model, model_class
 from flowlab.biology_dynamics.wfr_fm.sample import ParticleTrajectory, simulate_particles
 from flowlab.biology_dynamics.wfr_fm.tl import CellsFit, annotate, fit
 from flowlab.biology_dynamics.wfr_fm.uot_cfm import UOTCFM, UOTCFMConfig
 
 __all__ = [
+    "METHODS",
     "OTCFM",
     "SINGLE_CELL_FILES",
     "UOTCFM",
@@ -55,9 +58,12 @@ __all__ = [
     "fit",
     "gene_growth_profile",
     "growth_correlation",
+    "load_model",
     "load_single_cell",
     "matching_loss",
+    "model_class",
     "path_action",
+    "plot_fit",
     "read_time_series_csv",
     "simulate_particles",
     "static_action",

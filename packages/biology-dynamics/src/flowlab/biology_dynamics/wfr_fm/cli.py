@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import anndata as ad
-import numpy as np
 import torch
 import typer
 
 from flowlab.biology_dynamics.wfr_fm.data import read_time_series_csv
-from flowlab.biology_dynamics.wfr_fm.model import TimeCourseModel
-from flowlab.biology_dynamics.wfr_fm.registry import METHODS, model_class
+from flowlab.biology_dynamics.wfr_fm.evaluate import evaluate_time_points
+from flowlab.biology_dynamics.wfr_fm.plot import plot_fit
+from flowlab.biology_dynamics.wfr_fm.registry import METHODS, load_model, model_class
+from flowlab.biology_dynamics.wfr_fm.tl import annotate
 
 app = typer.Typer(help="WFR-FM: unbalanced single-cell dynamics (velocity + growth) from time-course snapshots.")
 
@@ -44,17 +46,15 @@ def fit_cmd(
     annotated: Path | None = typer.Option(None, "--write-h5ad", help="write the AnnData with fields stored back"),
 ) -> None:
     """Fit a model and save it (a FlowLab checkpoint folder)."""
-    from flowlab.biology_dynamics.wfr_fm.tl import annotate
-
     if method not in METHODS:
         raise typer.BadParameter(f"expected one of {METHODS}", param_hint="--method")
     adata = _read(data, time_key)
     klass = model_class(method)
     options = {"iters": iters, "batch": batch}
-    if "delta" in klass.config_cls.__dataclass_fields__:
+    if "delta" in {f.name for f in dataclasses.fields(klass.config_cls)}:
         options["delta"] = delta
     try:
-        model = klass(**options).fit(
+        model = klass(klass.config_cls(**options)).fit(
             adata,
             time_key=time_key,
             use_rep=use_rep,
@@ -84,7 +84,7 @@ def predict_cmd(
     times: str | None = typer.Option(None, "--times", help="comma-separated output times"),
 ) -> None:
     """Simulate weighted particles from the cells at --from to the requested times; writes an .h5ad."""
-    model = TimeCourseModel.load(model_dir)
+    model = load_model(model_dir)
     adata = _read(data, time_key)
     ts = [float(v) for v in times.split(",")] if times else None
     sim = model.simulate(adata, t_from=t_from, times=ts, time_key=time_key, use_rep=use_rep)
@@ -102,9 +102,7 @@ def evaluate_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """W1 and relative total-mass error per observed time (particles from the first time point)."""
-    from flowlab.biology_dynamics.wfr_fm.evaluate import evaluate_time_points
-
-    model = TimeCourseModel.load(model_dir)
+    model = load_model(model_dir)
     adata = _read(data, time_key)
     rows = evaluate_time_points(model, adata, time_key=time_key, use_rep=use_rep)
     if as_json:
@@ -114,37 +112,5 @@ def evaluate_cmd(
         for r in rows:
             typer.echo(f"{r.time:6g} {r.w1:8.4f} {r.tmv:8.4f} {r.mass_pred:8.3f} {r.mass_true:8.3f}  {r.held_out}")
     if plot is not None:
-        _plot(model, adata, time_key, use_rep, plot)
+        plot_fit(model, adata, plot, time_key=time_key, use_rep=use_rep)
         typer.echo(f"wrote {plot}")
-
-
-def _plot(model: TimeCourseModel, adata: ad.AnnData, time_key: str, use_rep: str, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from flowlab.biology_dynamics.wfr_fm.data import time_series_from_adata
-
-    series = time_series_from_adata(adata, time_key=time_key, use_rep=use_rep)
-    x0 = series.X[0][:: max(1, series.X[0].shape[0] // 60)].numpy()
-    grid = np.linspace(model.state.times[0], model.state.times[-1], 41).tolist()
-    paths = model.simulate_points(x0, times=grid).x.cpu().numpy()
-    pos = np.concatenate([x.numpy() for x in series.X])
-    tt = np.concatenate([np.full(x.shape[0], t) for t, x in zip(series.times, series.X)])
-    inside = (tt >= model.state.times[0]) & (tt <= model.state.times[-1])
-    g = np.full(len(tt), np.nan)
-    for t, x, sl in zip(series.times, series.X, np.split(np.arange(len(tt)), np.cumsum(series.counts)[:-1])):
-        if model.state.times[0] <= t <= model.state.times[-1]:
-            g[sl] = model.growth(x.numpy(), t)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5))
-    axes[0].scatter(pos[:, 0], pos[:, 1], c=tt, s=4, alpha=0.3)
-    for i in range(paths.shape[1]):
-        axes[0].plot(paths[:, i, 0], paths[:, i, 1], color="black", lw=0.5, alpha=0.5)
-    axes[0].set_title("data by time and trajectories")
-    sc = axes[1].scatter(pos[inside, 0], pos[inside, 1], c=g[inside], s=4, cmap="plasma")
-    fig.colorbar(sc, ax=axes[1])
-    axes[1].set_title("learned growth")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)

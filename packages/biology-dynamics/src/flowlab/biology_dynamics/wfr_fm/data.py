@@ -1,4 +1,4 @@
-"""Time-course single-cell data as AnnData: CSV loaders for `$FLOWLAB_DATA/single_cell` and input validation.
+"""Time-course single-cell data as AnnData: CSV loaders for the shared `single_cell` data set and input validation.
 
 An AnnData holds one cell per row, its observation time in `.obs[time_key]` and an embedding in `.obsm[use_rep]`
 (or `.X` with use_rep="X"). Cells carry unit mass: the counts per time point carry the growth, so time points are
@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from flowlab.datasets import path as data_path
+
 __all__ = [
     "SINGLE_CELL_FILES",
     "TimeSeries",
@@ -24,7 +26,7 @@ __all__ = [
     "time_series_from_adata",
 ]
 
-#: data set name -> file under $FLOWLAB_DATA/single_cell
+#: data set name -> file of the shared `single_cell` data set
 SINGLE_CELL_FILES = {"emt": "emt.csv", "simulation_gene_data": "simulation_gene_data.csv", "dygen": "dygen.csv"}
 
 
@@ -53,21 +55,12 @@ def read_time_series_csv(path: str | os.PathLike[str], *, time_col: str = "sampl
 def load_single_cell(name: str, root: str | os.PathLike[str] | None = None) -> ad.AnnData:
     """One of the shared time courses ("emt", "simulation_gene_data", "dygen") from `<root>/single_cell/`.
 
-    root defaults to $FLOWLAB_DATA; a missing file raises FileNotFoundError naming the data set, file and variable.
+    root defaults to `flowlab.datasets.root()` ($FLOWLAB_DATA); a missing file raises FileNotFoundError naming the
+    data set, the file and how to provide it.
     """
     if name not in SINGLE_CELL_FILES:
         raise ValueError(f"name: expected one of {sorted(SINGLE_CELL_FILES)}, got {name!r}")
-    if root is None:
-        env = os.environ.get("FLOWLAB_DATA")
-        if not env:
-            raise FileNotFoundError(
-                f"single_cell data set ({SINGLE_CELL_FILES[name]}) not found: FLOWLAB_DATA is not set"
-            )
-        root = env
-    path = Path(root, "single_cell", SINGLE_CELL_FILES[name])
-    if not path.is_file():
-        raise FileNotFoundError(f"single_cell data set: {path} not found (FLOWLAB_DATA={root})")
-    adata = read_time_series_csv(path)
+    adata = read_time_series_csv(data_path("single_cell", SINGLE_CELL_FILES[name], data_root=root))
     adata.uns["source"]["name"] = name
     return adata
 

@@ -12,7 +12,7 @@ import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -25,10 +25,19 @@ from torch import nn
 from flowlab.biology_dynamics.wfr_fm.data import TimeSeries, embedding, time_series_from_adata
 from flowlab.biology_dynamics.wfr_fm.objective import WFRSampler, train_matching, unbalanced_plans
 from flowlab.biology_dynamics.wfr_fm.sample import ParticleTrajectory, simulate_particles
+from flowlab.core.config import Config
 from flowlab.core.nets import TimeMLP, seeded_init
 from flowlab.core.train import load_checkpoint, save_checkpoint
 
-__all__ = ["GrowthFields", "MatchingModel", "TimeCourseModel"]
+__all__ = [
+    "GrowthFields",
+    "MatchingModel",
+    "TimeCourseModel",
+    "WFRConfig",
+    "WFRFlowMatching",
+    "check_training_fields",
+    "checkpoint_meta",
+]
 
 
 class GrowthFields(nn.Module):
@@ -97,14 +106,14 @@ class FitState:
 class TimeCourseModel(ABC):
     """A model of a growing, moving population fitted to cells observed at a few times.
 
-    Subclasses set `method`, the config dataclass `config_cls`, build their fields in `_build` and train them in
+    Subclasses set `method`, the `Config` subclass `config_cls`, build their fields in `_build` and train them in
     `_train`. After `fit`, `fields` holds the trained (EMA) networks and `state` the fitted times.
     """
 
     method: ClassVar[str]
-    config_cls: ClassVar[type]
+    config_cls: ClassVar[type[Config]]
 
-    def __init__(self, config: Any = None, **kwargs: Any) -> None:
+    def __init__(self, config: Config | None = None, **kwargs: Any) -> None:
         if config is None:
             config = self.config_cls(**kwargs)
         elif kwargs:
@@ -281,7 +290,7 @@ class TimeCourseModel(ABC):
         _, st = self._require_fit()
         return {
             "method": self.method,
-            "config": asdict(self.config),
+            "config": self.config.to_dict(),
             "times": list(st.times),
             "counts": list(st.counts),
             "dim": st.dim,
@@ -299,17 +308,14 @@ class TimeCourseModel(ABC):
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, device: torch.device | str = "cpu") -> TimeCourseModel:
-        """Rebuild a model saved with `save` (the folder or its parent)."""
-        from flowlab.biology_dynamics.wfr_fm.registry import model_class
-
-        folder = Path(path)
-        cfg_file = next(iter(sorted(folder.glob("step-*/config.json"))), None) or folder / "config.json"
-        if not cfg_file.is_file():
-            raise FileNotFoundError(f"path: no FlowLab checkpoint (config.json) under {folder}")
-        meta = json.loads(cfg_file.read_text())["config"]
-        klass = model_class(meta["method"]) if cls is TimeCourseModel else cls
-        config = klass.config_cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in meta["config"].items()})
-        model = klass(config)
+        """Rebuild a model of this class saved with `save` (the folder or its parent); `registry.load_model` reads
+        the method from the checkpoint and picks the class."""
+        folder, meta = checkpoint_meta(path)
+        if meta["method"] != getattr(cls, "method", None):
+            raise ValueError(
+                f"path: {folder} holds a {meta['method']!r} model, not a {cls.__name__}; load it with load_model"
+            )
+        model = cls(cls.config_cls.from_mapping(meta["config"]))
         model.state = FitState(
             times=tuple(meta["times"]),
             counts=tuple(meta["counts"]),
@@ -318,31 +324,42 @@ class TimeCourseModel(ABC):
             train_seconds=float(meta.get("train_seconds", math.nan)),
         )
         model.fields = model._build(model.state.dim).to(device)
-        load_checkpoint(cfg_file.parent, model=model.fields, device=device, restore_rng=False)
+        load_checkpoint(folder, model=model.fields, device=device, restore_rng=False)
         model.fields.eval()
         return model
 
 
-def _check_config(cfg: Any) -> None:
-    """Shared validation of the matching configs' fields."""
+def checkpoint_meta(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
+    """The checkpoint folder written by `TimeCourseModel.save` under `path` (the folder or its parent) and the
+    model's metadata (method, config, fitted times and counts, dim, hold_out, train_seconds)."""
+    folder = Path(path)
+    cfg_file = next(iter(sorted(folder.glob("step-*/config.json"))), None) or folder / "config.json"
+    if not cfg_file.is_file():
+        raise FileNotFoundError(f"path: no FlowLab checkpoint (config.json) under {folder}")
+    return cfg_file.parent, json.loads(cfg_file.read_text())["config"]
+
+
+def check_training_fields(cfg: Config) -> None:
+    """Range checks shared by the time-course models' configs (types are checked by `Config`): positive
+    iters and batch, positive finite learning rates, an EMA decay in [0, 1) or None, non-empty positive widths."""
     for name in ("iters", "batch"):
         value = getattr(cfg, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if value < 1:
             raise ValueError(f"{name}: expected a positive integer, got {value!r}")
     for name in ("lr", "lr_min"):
         value = getattr(cfg, name)
-        if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+        if not (math.isfinite(value) and value > 0):
             raise ValueError(f"{name}: expected a positive learning rate, got {value!r}")
     if cfg.ema is not None and not (0 <= cfg.ema < 1):
         raise ValueError(f"ema: expected a decay in [0, 1) or None, got {cfg.ema!r}")
     for name in ("v_hidden", "g_hidden"):
         hidden = getattr(cfg, name, (1,))
-        if not hidden or not all(isinstance(h, int) and h > 0 for h in hidden):
+        if not hidden or not all(h > 0 for h in hidden):
             raise ValueError(f"{name}: expected a non-empty sequence of positive widths, got {hidden!r}")
 
 
 @dataclass(frozen=True)
-class WFRConfig:
+class WFRConfig(Config):
     """WFR-FM settings (defaults: the reference code's). batch: pairs per interval per step; reg_m: the KL
     marginal penalty of the unbalanced plan; chunk: block size of a block-diagonal plan (None: one solve);
     plan_iters: majorisation-minimisation steps of the plan solve; sigma: travelling-Gaussian width around the
@@ -365,13 +382,14 @@ class WFRConfig:
     plan_iters: int = 1000
 
     def __post_init__(self) -> None:
-        if isinstance(self.delta, bool) or not (isinstance(self.delta, int | float) and self.delta > 0):
+        super().__post_init__()
+        if not self.delta > 0:
             raise ValueError(f"delta: expected a positive length scale, got {self.delta!r}")
-        if not (isinstance(self.sigma, int | float) and self.sigma >= 0):
+        if not self.sigma >= 0:
             raise ValueError(f"sigma: expected a non-negative width, got {self.sigma!r}")
-        if not (isinstance(self.reg_m, int | float) and self.reg_m > 0):
+        if not self.reg_m > 0:
             raise ValueError(f"reg_m: expected a positive marginal penalty, got {self.reg_m!r}")
-        _check_config(self)
+        check_training_fields(self)
 
 
 class MatchingModel(TimeCourseModel):

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from flowlab.biology_dynamics.wfr_fm.model import TimeCourseModel, _check_config
+from flowlab.biology_dynamics.wfr_fm.model import TimeCourseModel, check_training_fields
 from flowlab.biology_dynamics.wfr_fm.sample import simulate_particles
+from flowlab.core.config import Config
 from flowlab.core.distributions import randint
 from flowlab.core.metrics import wasserstein
 from flowlab.core.train import EMA, fit
@@ -25,7 +26,7 @@ __all__ = ["GrowthNeuralODE", "NeuralODEConfig"]
 
 
 @dataclass(frozen=True)
-class NeuralODEConfig:
+class NeuralODEConfig(Config):
     """batch: particles simulated per step (and cells drawn per time point); solver: "rk4" with `step_size` (in
     normalised time) or an adaptive core method ("dopri5"); adjoint: backpropagate with the adjoint method."""
 
@@ -45,7 +46,8 @@ class NeuralODEConfig:
     mass_weight: float = 1.0
 
     def __post_init__(self) -> None:
-        _check_config(self)
+        super().__post_init__()
+        check_training_fields(self)
         if not (self.step_size > 0 and math.isfinite(self.step_size)):
             raise ValueError(f"step_size: expected a positive step, got {self.step_size!r}")
         if not self.mass_weight >= 0:

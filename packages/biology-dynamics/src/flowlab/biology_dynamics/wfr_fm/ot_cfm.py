@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flowlab.biology_dynamics.wfr_fm.model import MatchingModel, _check_config
+from flowlab.biology_dynamics.wfr_fm.model import MatchingModel, check_training_fields
 from flowlab.biology_dynamics.wfr_fm.objective import ExactOTSampler
+from flowlab.core.config import Config
 
 __all__ = ["OTCFM", "OTCFMConfig"]
 
 
 @dataclass(frozen=True)
-class OTCFMConfig:
+class OTCFMConfig(Config):
     """OT-CFM settings: batch cells per side and interval per step (the minibatch OT size)."""
 
     v_hidden: tuple[int, ...] = (256,) * 5
@@ -25,7 +26,8 @@ class OTCFMConfig:
     ema: float | None = 0.995
 
     def __post_init__(self) -> None:
-        _check_config(self)
+        super().__post_init__()
+        check_training_fields(self)
 
 
 class OTCFM(MatchingModel):

@@ -1,20 +1,38 @@
-"""Method name -> model class, for loading saved models and for the CLI."""
+"""Method name -> model class, for the CLI and for loading a saved model whatever its method.
+
+The top of the method's import graph: it imports every model module, and none of them imports it.
+"""
 
 from __future__ import annotations
 
-__all__ = ["METHODS", "model_class"]
+import os
 
-METHODS = ("wfr_fm", "ot_cfm", "uot_cfm", "neural_ode")
+import torch
+
+from flowlab.biology_dynamics.wfr_fm.model import TimeCourseModel, WFRFlowMatching, checkpoint_meta
+from flowlab.biology_dynamics.wfr_fm.neural_ode_growth import GrowthNeuralODE
+from flowlab.biology_dynamics.wfr_fm.ot_cfm import OTCFM
+from flowlab.biology_dynamics.wfr_fm.uot_cfm import UOTCFM
+
+__all__ = ["METHODS", "load_model", "model_class"]
+
+_CLASSES: dict[str, type[TimeCourseModel]] = {
+    "wfr_fm": WFRFlowMatching,
+    "ot_cfm": OTCFM,
+    "uot_cfm": UOTCFM,
+    "neural_ode": GrowthNeuralODE,
+}
+METHODS = tuple(_CLASSES)
 
 
-def model_class(method: str):
+def model_class(method: str) -> type[TimeCourseModel]:
     """The TimeCourseModel subclass for a method name in `METHODS`."""
-    from flowlab.biology_dynamics.wfr_fm.model import WFRFlowMatching
-    from flowlab.biology_dynamics.wfr_fm.neural_ode_growth import GrowthNeuralODE
-    from flowlab.biology_dynamics.wfr_fm.ot_cfm import OTCFM
-    from flowlab.biology_dynamics.wfr_fm.uot_cfm import UOTCFM
+    if method not in _CLASSES:
+        raise ValueError(f"method: expected one of {list(_CLASSES)}, got {method!r}")
+    return _CLASSES[method]
 
-    classes = {"wfr_fm": WFRFlowMatching, "ot_cfm": OTCFM, "uot_cfm": UOTCFM, "neural_ode": GrowthNeuralODE}
-    if method not in classes:
-        raise ValueError(f"method: expected one of {list(classes)}, got {method!r}")
-    return classes[method]
+
+def load_model(path: str | os.PathLike[str], *, device: torch.device | str = "cpu") -> TimeCourseModel:
+    """Rebuild a model saved with `TimeCourseModel.save` (the folder or its parent), of the class its method names."""
+    _, meta = checkpoint_meta(path)
+    return model_class(meta["method"]).load(path, device=device)

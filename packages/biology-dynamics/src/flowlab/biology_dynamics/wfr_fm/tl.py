@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import anndata as ad
@@ -40,7 +40,7 @@ def annotate(model: TimeCourseModel, adata: ad.AnnData, *, time_key: str, use_re
     meta = model._meta()
     adata.uns[key_added] = {
         "method": meta["method"],
-        "params": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(model.config).items() if v is not None},
+        "params": {k: v for k, v in model.config.to_dict().items() if v is not None},
         "times": list(meta["times"]),
         "time_key": time_key,
         "use_rep": use_rep,

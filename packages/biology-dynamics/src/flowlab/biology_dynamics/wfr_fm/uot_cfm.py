@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from flowlab.biology_dynamics.wfr_fm.model import MatchingModel, _check_config
+from flowlab.biology_dynamics.wfr_fm.model import MatchingModel, check_training_fields
 from flowlab.biology_dynamics.wfr_fm.objective import WFRSampler, unbalanced_plans
+from flowlab.core.config import Config
 
 __all__ = ["UOTCFM", "UOTCFMConfig"]
 
 
 @dataclass(frozen=True)
-class UOTCFMConfig:
+class UOTCFMConfig(Config):
     """UOT-CFM settings; delta, reg_m and chunk define the unbalanced plan as for WFR-FM."""
 
     delta: float = 2.0
@@ -29,9 +30,12 @@ class UOTCFMConfig:
     plan_iters: int = 1000
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.delta, int | float) and self.delta > 0):
+        super().__post_init__()
+        if not self.delta > 0:
             raise ValueError(f"delta: expected a positive length scale, got {self.delta!r}")
-        _check_config(self)
+        if not self.reg_m > 0:
+            raise ValueError(f"reg_m: expected a positive marginal penalty, got {self.reg_m!r}")
+        check_training_fields(self)
 
 
 class UOTCFM(MatchingModel):

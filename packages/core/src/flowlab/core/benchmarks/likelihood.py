@@ -5,17 +5,34 @@ same 4x256 MLP, 1024 points and 50 midpoint steps."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 
 import torch
 
 from flowlab.core import grids
 from flowlab.core.bench import BenchContext, BenchResult, Scenario
 from flowlab.core.benchmarks.timing import fastest_seconds
+from flowlab.core.config import Config
 from flowlab.core.distributions import StandardNormal, randn
 from flowlab.core.likelihood import log_likelihood
 from flowlab.core.nets import TimeMLP
 from flowlab.core.schedules import CondOT
 from flowlab.core.testing.analytic import GaussianMixture
+
+
+@dataclass(frozen=True)
+class LikelihoodBench(Config):
+    """Points and RK4 steps of the accuracy check; batch, steps and best-of repeats of the timing."""
+
+    n_points: int = 4096
+    steps_accuracy: int = 128
+    n_timing: int = 1024
+    steps_timing: int = 50
+    repeats: int = 7
+
+
+FULL = LikelihoodBench()
+QUICK = replace(FULL, n_points=512, steps_accuracy=32, repeats=3)
 
 
 def _mixture(dim: int, generator: torch.Generator) -> GaussianMixture:
@@ -28,12 +45,12 @@ def _mixture(dim: int, generator: torch.Generator) -> GaussianMixture:
 
 def _accuracy(ctx: BenchContext, dim: int, metrics: dict[str, float]) -> None:
     """Bias and spread of the NLL estimate per divergence estimator on an exact field (no training error)."""
-    cfg = ctx.config
+    cfg: LikelihoodBench = ctx.config
     mixture = _mixture(dim, ctx.generator).to(ctx.device, torch.float64)
-    x = mixture.sample_data(cfg["n_points"], generator=ctx.generator).to(ctx.device)
+    x = mixture.sample_data(cfg.n_points, generator=ctx.generator).to(ctx.device)
     truth = mixture.log_prob(x, torch.ones(len(x), dtype=torch.float64, device=ctx.device))
     source = StandardNormal((dim,))
-    grid = grids.uniform(cfg["steps_accuracy"], dtype=torch.float64, device=ctx.device).flip(0)
+    grid = grids.uniform(cfg.steps_accuracy, dtype=torch.float64, device=ctx.device).flip(0)
     with torch.inference_mode():
         for name, kwargs in (
             ("exact", {"divergence": "exact"}),
@@ -50,16 +67,16 @@ def _accuracy(ctx: BenchContext, dim: int, metrics: dict[str, float]) -> None:
 
 
 def run(ctx: BenchContext) -> BenchResult:
-    cfg = ctx.config
+    cfg: LikelihoodBench = ctx.config
     metrics: dict[str, float] = {}
     for dim in (2, 10):
         _accuracy(ctx, dim, metrics)
     # speed: the issue's setting on an (untrained) 4x256 MLP
     torch.manual_seed(ctx.seed)
     net = TimeMLP(2, hidden=(256,) * 4).to(ctx.device)
-    x = randn((cfg["n_timing"], 2), generator=ctx.generator).to(ctx.device)
+    x = randn((cfg.n_timing, 2), generator=ctx.generator).to(ctx.device)
     source = StandardNormal((2,))
-    n = cfg["steps_timing"]
+    n = cfg.steps_timing
     grid = grids.uniform(n, device=ctx.device).flip(0)
 
     def ours(divergence: str):
@@ -91,7 +108,7 @@ def run(ctx: BenchContext) -> BenchResult:
             )
     with torch.no_grad():
         agree = log_likelihood(net, x, source=source, grid=grid, method="midpoint", divergence="exact").log_prob
-    best = fastest_seconds(candidates, device=ctx.device, repeats=cfg["repeats"])
+    best = fastest_seconds(candidates, device=ctx.device, repeats=cfg.repeats)
     metrics["exact_ms"] = 1e3 * best["ours_exact"]
     metrics["hutchinson_ms"] = 1e3 * best["ours_hutchinson"]
     if ODESolver is not None:
@@ -109,7 +126,7 @@ def run(ctx: BenchContext) -> BenchResult:
         metrics=metrics,
         baselines=baselines,
         references={"flow_matching, issue's machine [unverified]": {"exact_ms": 830.0, "hutchinson_ms": 420.0}},
-        nfe={"timing": 2 * n, "accuracy": 4 * cfg["steps_accuracy"]},
+        nfe={"timing": 2 * n, "accuracy": 4 * cfg.steps_accuracy},
     )
 
 
@@ -121,10 +138,7 @@ SCENARIO = Scenario(
     package="core",
     method="log_likelihood",
     run=run,
-    variants={
-        "quick": {"n_points": 512, "steps_accuracy": 32, "n_timing": 1024, "steps_timing": 50, "repeats": 3},
-        "full": {"n_points": 4096, "steps_accuracy": 128, "n_timing": 1024, "steps_timing": 50, "repeats": 7},
-    },
+    variants={"quick": QUICK, "full": FULL},
     directions={
         **dict.fromkeys(_ACCURACY, "min"),
         "exact_ms": "min",

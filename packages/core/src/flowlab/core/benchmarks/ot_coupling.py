@@ -3,17 +3,33 @@ fraction of one flow-matching training step of an MLP (2-D data) and of a small 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 import ot
 import torch
 
 from flowlab.core.bench import BenchContext, BenchResult, Scenario
 from flowlab.core.benchmarks.timing import fastest_seconds
+from flowlab.core.config import Config
 from flowlab.core.couplings import ExactOTCoupling, SinkhornCoupling
 from flowlab.core.losses import flow_matching_loss
 from flowlab.core.nets import TimeMLP, UNet2d
 from flowlab.core.paths import AffinePath
 from flowlab.core.schedules import CondOT
+
+
+@dataclass(frozen=True)
+class OTCouplingBench(Config):
+    """Minibatch sizes, best-of repeats and the Sinkhorn regularisation of the baseline."""
+
+    batches: tuple[int, ...] = (256, 1024, 2048)
+    repeats: int = 7
+    sinkhorn_reg: float = 0.05
+
+
+FULL = OTCouplingBench()
+QUICK = replace(FULL, batches=(256, 1024), repeats=5)
 
 
 def _raw_pot(x0: torch.Tensor, x1: torch.Tensor) -> np.ndarray:
@@ -41,14 +57,14 @@ def _train_step(net, x1: torch.Tensor, ctx: BenchContext):
 
 
 def run(ctx: BenchContext) -> BenchResult:
-    cfg = ctx.config
-    repeats = cfg["repeats"]
+    cfg: OTCouplingBench = ctx.config
+    repeats = cfg.repeats
     metrics: dict[str, float] = {}
     raw: dict[str, float] = {}
     sinkhorn: dict[str, float] = {}
     coupling = ExactOTCoupling()
     torch.manual_seed(ctx.seed)
-    for batch in cfg["batches"]:
+    for batch in cfg.batches:
         for kind, shape, net in (
             ("mlp", (2,), TimeMLP(2, hidden=(256,) * 4)),
             ("unet", (1, 8, 8), UNet2d(1, channels=(32, 64))),
@@ -57,7 +73,7 @@ def run(ctx: BenchContext) -> BenchResult:
             x0 = torch.randn(batch, *shape, generator=ctx.generator).to(ctx.device)
             x1 = torch.randn(batch, *shape, generator=ctx.generator).to(ctx.device) + 1
             tag = f"{kind}_b{batch}"
-            sk = SinkhornCoupling(cfg["sinkhorn_reg"])
+            sk = SinkhornCoupling(cfg.sinkhorn_reg)
             best = fastest_seconds(
                 {
                     "ours": lambda x0=x0, x1=x1: coupling.pair(x0, x1),
@@ -82,7 +98,7 @@ def run(ctx: BenchContext) -> BenchResult:
             )
     return BenchResult(
         metrics=metrics,
-        baselines={"raw POT (ot.dist + ot.emd)": raw, f"Sinkhorn (reg {cfg['sinkhorn_reg']})": sinkhorn},
+        baselines={"raw POT (ot.dist + ot.emd)": raw, f"Sinkhorn (reg {cfg.sinkhorn_reg})": sinkhorn},
         references={"target [spec]": {k: 1.10 for k in metrics if k.startswith("overhead_vs_pot")}},
     )
 
@@ -92,10 +108,7 @@ SCENARIO = Scenario(
     package="core",
     method="exact_ot",
     run=run,
-    variants={
-        "quick": {"batches": [256, 1024], "repeats": 5, "sinkhorn_reg": 0.05},
-        "full": {"batches": [256, 1024, 2048], "repeats": 7, "sinkhorn_reg": 0.05},
-    },
+    variants={"quick": QUICK, "full": FULL},
     directions={
         f"{metric}_{kind}_b{batch}": "min"
         for metric in ("ot_ms", "overhead_vs_pot", "ot_per_train_step", "cost_ratio_vs_independent")

@@ -3,14 +3,30 @@ flow_matching's `ODESolver`, on a batch of 4096 points through a 4x256 MLP (targ
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import torch
 
 from flowlab.core import grids
 from flowlab.core.bench import BenchContext, BenchResult, Scenario
 from flowlab.core.benchmarks.timing import fastest_seconds
+from flowlab.core.config import Config
 from flowlab.core.distributions import randn
 from flowlab.core.nets import TimeMLP
 from flowlab.core.solvers import solve_ode
+
+
+@dataclass(frozen=True)
+class SamplerOverheadBench(Config):
+    """Batch, grid steps and best-of repeats of the timing."""
+
+    batch: int = 4096
+    steps: int = 64
+    repeats: int = 7
+
+
+FULL = SamplerOverheadBench()
+QUICK = replace(FULL, steps=8, repeats=5)
 
 
 def _bare_euler(net, x, ts):
@@ -36,14 +52,14 @@ def _bare_heun(net, x, ts):
 
 
 def run(ctx: BenchContext) -> BenchResult:
-    cfg = ctx.config
+    cfg: SamplerOverheadBench = ctx.config
     torch.manual_seed(ctx.seed)
     net = TimeMLP(2, hidden=(256,) * 4).to(ctx.device).eval()
-    x0 = randn((cfg["batch"], 2), generator=ctx.generator).to(ctx.device)
-    n = cfg["steps"]
+    x0 = randn((cfg.batch, 2), generator=ctx.generator).to(ctx.device)
+    n = cfg.steps
     grid = grids.uniform(n, device=ctx.device)
-    ts = [grid[i].expand(cfg["batch"]).contiguous() for i in range(n + 1)]
-    mids = [(0.5 * (grid[i] + grid[i + 1])).expand(cfg["batch"]).contiguous() for i in range(n)]
+    ts = [grid[i].expand(cfg.batch).contiguous() for i in range(n + 1)]
+    mids = [(0.5 * (grid[i] + grid[i + 1])).expand(cfg.batch).contiguous() for i in range(n)]
 
     candidates = {
         **{f"ours_{m}": (lambda m=m: solve_ode(net, x0, grid, method=m)) for m in ("euler", "midpoint", "heun")},
@@ -61,7 +77,7 @@ def run(ctx: BenchContext) -> BenchResult:
         for m in ("euler", "midpoint"):
             candidates[f"fm_{m}"] = lambda m=m: solver.sample(x_init=x0, step_size=1.0 / n, method=m, time_grid=span)
     with torch.inference_mode():
-        best = fastest_seconds(candidates, device=ctx.device, repeats=cfg["repeats"])
+        best = fastest_seconds(candidates, device=ctx.device, repeats=cfg.repeats)
         # the overhead comparison is between identical computations
         same = torch.allclose(solve_ode(net, x0, grid, method="heun"), _bare_heun(net, x0, ts), atol=1e-5)
     metrics: dict[str, float] = {"matches_bare_loop": float(same)}
@@ -90,10 +106,7 @@ SCENARIO = Scenario(
     package="core",
     method="solve_ode",
     run=run,
-    variants={
-        "quick": {"batch": 4096, "steps": 8, "repeats": 5},
-        "full": {"batch": 4096, "steps": 64, "repeats": 7},
-    },
+    variants={"quick": QUICK, "full": FULL},
     directions={
         **{f"{m}_ms": "min" for m in ("euler", "midpoint", "heun")},
         **{f"{m}_overhead_vs_bare": "min" for m in ("euler", "midpoint", "heun")},

@@ -3,11 +3,14 @@ same steppers in torchdiffeq; slopes against the expected orders 1/2/2/4 and dop
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import torch
 import torchdiffeq
 
 from flowlab.core import grids
 from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, Timer
+from flowlab.core.config import Config
 from flowlab.core.distributions import randn
 from flowlab.core.metrics import sliced_wasserstein
 from flowlab.core.schedules import CondOT
@@ -20,19 +23,32 @@ EXPECTED_ORDER = {"euler": 1.0, "midpoint": 2.0, "heun": 2.0, "rk4": 4.0}
 TORCHDIFFEQ_NAME = {"euler": "euler", "midpoint": "midpoint", "rk4": "rk4"}
 
 
+@dataclass(frozen=True)
+class SolversBench(Config):
+    """Draws from the ring, the fixed-step grid sizes and dopri5's tolerance."""
+
+    n_samples: int = 16384
+    steps: tuple[int, ...] = (8, 16, 32, 64, 128, 256)
+    dopri_tol: float = 1e-8
+
+
+FULL = SolversBench()
+QUICK = replace(FULL, n_samples=512, steps=(8, 16, 32, 64), dopri_tol=1e-6)
+
+
 def run(ctx: BenchContext) -> BenchResult:
-    cfg = ctx.config
+    cfg: SolversBench = ctx.config
     dtype = torch.float64
     mixture = GaussianMixture.ring(8, radius=3.0, std=0.6, schedule=CondOT(), dtype=dtype).to(ctx.device, dtype)
     field = mixture.velocity
-    x0 = randn((cfg["n_samples"], 2), generator=ctx.generator, dtype=dtype).to(ctx.device)
+    x0 = randn((cfg.n_samples, 2), generator=ctx.generator, dtype=dtype).to(ctx.device)
     span = torch.tensor([0.0, 1.0], dtype=dtype, device=ctx.device)
     reference = solve_ode_adaptive(field, x0, span, atol=1e-10, rtol=1e-10).x
 
     def error(x: torch.Tensor) -> float:
         return float((x - reference).norm(dim=-1).mean())
 
-    steps = cfg["steps"]
+    steps = cfg.steps
     metrics: dict[str, float] = {}
     baseline: dict[str, float] = {}
     lines, base_lines = {}, {}
@@ -58,17 +74,17 @@ def run(ctx: BenchContext) -> BenchResult:
                 baseline[f"err_{method}@{nfe[-1]}nfe"] = berrs[-1]
                 base_lines[f"torchdiffeq {method}"] = (nfe, berrs)
         # dopri5 at the tolerance that matches rk4's finest error: its NFE for the same accuracy
-        dopri = solve_ode_adaptive(field, x0, span, atol=cfg["dopri_tol"], rtol=cfg["dopri_tol"])
+        dopri = solve_ode_adaptive(field, x0, span, atol=cfg.dopri_tol, rtol=cfg.dopri_tol)
         metrics["err_dopri5"] = error(dopri.x)
         metrics["nfe_dopri5"] = float(dopri.nfe)
-        x_data = mixture.sample_data(cfg["n_samples"], generator=ctx.generator).to(ctx.device)
+        x_data = mixture.sample_data(cfg.n_samples, generator=ctx.generator).to(ctx.device)
         with Timer(ctx.device) as tm:
             x_rk4 = solve_ode(field, x0, grids.uniform(steps[-1], dtype=dtype, device=ctx.device), method="rk4")
         metrics["rk4_seconds"] = tm.seconds
         metrics["sliced_w2_rk4_to_data"] = float(
             sliced_wasserstein(x_rk4, x_data, num_projections=128, generator=ctx.generator)
         )
-        noise_floor = mixture.sample_data(cfg["n_samples"], generator=ctx.generator).to(ctx.device)
+        noise_floor = mixture.sample_data(cfg.n_samples, generator=ctx.generator).to(ctx.device)
         floor = float(sliced_wasserstein(noise_floor, x_data, num_projections=128, generator=ctx.generator))
     lines.update(base_lines)
     return BenchResult(
@@ -85,10 +101,7 @@ SCENARIO = Scenario(
     package="core",
     method="solvers",
     run=run,
-    variants={
-        "quick": {"n_samples": 512, "steps": [8, 16, 32, 64], "dopri_tol": 1e-6},
-        "full": {"n_samples": 16384, "steps": [8, 16, 32, 64, 128, 256], "dopri_tol": 1e-8},
-    },
+    variants={"quick": QUICK, "full": FULL},
     directions={
         **{f"order_{m}": "max" for m in STAGES},
         "err_dopri5": "min",

@@ -97,7 +97,9 @@ def train(
     fourier_dim: Annotated[int, typer.Option(help="Random Fourier features of x (0: none; earth bench: 128).")] = 0,
     fourier_scale: Annotated[float, typer.Option(help="Their frequency scale (earth bench: 3).")] = 1.0,
     seed: Annotated[int, typer.Option(help="Seed of the split / generated data and of training.")] = 0,
-    data_root: Annotated[str | None, typer.Option(help="Data root (default $FLOWLAB_DATA).")] = None,
+    data_root: Annotated[
+        str | None, typer.Option(envvar="FLOWLAB_DATA", help="Data root holding earth_sphere/ (default $FLOWLAB_DATA).")
+    ] = None,
     device: Annotated[str, typer.Option(help="Torch device.")] = "cpu",
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:

@@ -1,7 +1,7 @@
 """GFM data: earth event locations on S² (lat/lon CSVs), angle tables on T^d, seeded 80/10/10 splits, and the
 generated wrapped-normal mixtures on the flat torus and on the Poincaré disk with exact log-densities.
 
-Earth CSVs (`$FLOWLAB_DATA/earth_sphere/{volcano,earthquake,flood}.csv`) have two header-less columns, latitude and
+Earth CSVs (`<data root>/earth_sphere/{volcano,earthquake,flood}.csv`) have two header-less columns, latitude and
 longitude in degrees; a point maps to x = (cos lat cos lon, cos lat sin lon, sin lat) on the unit sphere.
 """
 
@@ -64,17 +64,19 @@ def load_earth(
 ) -> torch.Tensor:
     """Earth event locations as unit vectors (N, 3): `name` is volcano, earthquake or flood, or a path to a CSV.
 
-    root: the data root holding `earth_sphere/` (default `$FLOWLAB_DATA`). Raises FileNotFoundError naming the data
-    set, the file and FLOWLAB_DATA when absent; ValueError for files without exactly two columns, latitudes outside
-    [-90, 90] or NaNs.
+    root: the data root holding `earth_sphere/` (e.g. `flowlab.datasets.root()`; the core reads no environment
+    variable). Raises FileNotFoundError naming the data set and the file when absent; ValueError for files without
+    exactly two columns, latitudes outside [-90, 90] or NaNs.
     """
     if name in EARTH_SETS:
-        root = root if root is not None else os.environ.get("FLOWLAB_DATA")
         if root is None:
-            raise FileNotFoundError(f"earth_sphere data set ({name}.csv) not found: FLOWLAB_DATA is not set")
+            raise FileNotFoundError(
+                f"root: the earth_sphere data set ({name}.csv) needs the data root holding earth_sphere/ "
+                "(e.g. flowlab.datasets.root(), or --data-root / FLOWLAB_DATA on the command line)"
+            )
         path = Path(root, "earth_sphere", f"{name}.csv")
         if not path.is_file():
-            raise FileNotFoundError(f"earth_sphere data set not found: {path} (FLOWLAB_DATA={root})")
+            raise FileNotFoundError(f"earth_sphere data set not found: {path} (data root {root})")
     else:
         path = Path(name)
         if path.suffix != ".csv":

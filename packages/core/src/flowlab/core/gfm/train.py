@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 
+from flowlab.core.config import Config
 from flowlab.core.flowmaps import ParametrisedFlowMap
 from flowlab.core.gfm.model import build_flow_map
 from flowlab.core.gfm.objective import OBJECTIVES, gfm_loss
@@ -22,7 +22,7 @@ __all__ = ["GFMConfig", "TrainedGFM", "flow_map_for", "scheduled_lr", "train_gfm
 
 
 @dataclass(frozen=True)
-class GFMConfig:
+class GFMConfig(Config):
     """Model and training options (defaults ours: the paper's sizes are unverified).
 
     objective: lsd | esd | psd | mf | rfm. hidden: MLP widths; time_embed_dim / time_scale: the sinusoidal
@@ -49,15 +49,17 @@ class GFMConfig:
     t_max: float = 1.0 - 1e-3
 
     def __post_init__(self) -> None:
+        if isinstance(self.hidden, list):
+            object.__setattr__(self, "hidden", tuple(self.hidden))
+        super().__post_init__()
         check_choice(self.objective, OBJECTIVES, "objective")
-        if isinstance(self.fourier_dim, bool) or not isinstance(self.fourier_dim, int) or self.fourier_dim < 0:
+        if self.fourier_dim < 0:
             raise ValueError(f"fourier_dim: expected an int >= 0, got {self.fourier_dim!r}")
         for name in ("steps", "batch_size", "time_embed_dim"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if value < 1:
                 raise ValueError(f"{name}: expected a positive int, got {value!r}")
-        object.__setattr__(self, "hidden", tuple(self.hidden))
-        if not self.hidden or not all(isinstance(h, int) and h > 0 for h in self.hidden):
+        if not self.hidden or not all(h > 0 for h in self.hidden):
             raise ValueError(f"hidden: expected positive int widths, got {self.hidden!r}")
         for name in ("lr", "time_scale", "grad_clip", "sd_weight", "fourier_scale"):
             value = getattr(self, name)
@@ -67,11 +69,6 @@ class GFMConfig:
             raise ValueError(f"lr_min: expected 0 <= lr_min <= lr, got {self.lr_min!r}")
         if not 0 <= self.ema_decay < 1:
             raise ValueError(f"ema_decay: expected a value in [0, 1), got {self.ema_decay!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["hidden"] = list(self.hidden)
-        return out
 
 
 def scheduled_lr(config: GFMConfig, step: int) -> float:

@@ -11,8 +11,8 @@ from flowlab.molecular.wt_asbs.analysis import (
     torsion_marginal_kl,
     torsion_w2,
 )
-from flowlab.molecular.wt_asbs.asbs import ASBS, ASBSConfig, EDMNoise, TrainLog, clip_per_atom
-from flowlab.molecular.wt_asbs.bias import BiasValue, WellTemperedBias
+from flowlab.molecular.wt_asbs.asbs import ASBS, ASBSConfig, EDMNoise, SamplerConfig, TrainLog, clip_per_atom
+from flowlab.molecular.wt_asbs.bias import BiasConfig, BiasValue, WellTemperedBias
 from flowlab.molecular.wt_asbs.cvs import CVSet, DistanceCV, DistanceDifferenceCV, LinearCV, TorsionCV
 from flowlab.molecular.wt_asbs.potentials import (
     BOHR_NM,
@@ -41,6 +41,7 @@ __all__ = [
     "KB_KJMOL",
     "REACTANT",
     "ASBSConfig",
+    "BiasConfig",
     "BiasValue",
     "CVSet",
     "DistanceCV",
@@ -56,6 +57,7 @@ __all__ = [
     "MuellerBrown",
     "OpenMMPotential",
     "Potential",
+    "SamplerConfig",
     "TBLitePotential",
     "TorsionCV",
     "ToyPotential",

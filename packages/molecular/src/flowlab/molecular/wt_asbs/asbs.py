@@ -5,6 +5,7 @@ t s_min^(1/rho))^rho (`EDMNoise`). Controlled SDE dX = g^2 b_theta(t, X) dt + g 
 Adjoint matching: b_theta(t, X_t) -> -c(X_1), c = clip(grad(E + V)(X_1) / kT) + h_phi(X_1), with X_t from the base
 bridge between buffered (X_0, X_1) (core `BridgePath` with the closed-form cumulative variance).
 Corrector matching: h_phi(X_1) -> (X_0 - X_1) / V_tot, the score of the base transition.
+Each epoch refreshes its stage's replay buffer, then takes `steps_per_epoch` AdamW steps through the core `fit`.
 With a `WellTemperedBias`, hills are deposited at the CVs of every epoch's new samples after `skip_epochs`.
 `sample_weighted` adds path-space (Girsanov) importance weights for the unbiased Boltzmann density.
 """
@@ -17,14 +18,16 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from flowlab.core.config import Config
 from flowlab.core.grids import uniform
 from flowlab.core.nets import MLP, TimeMLP, seeded_init
 from flowlab.core.solvers import Trajectory, solve_sde
-from flowlab.molecular.wt_asbs.bias import WellTemperedBias
+from flowlab.core.train import fit
+from flowlab.molecular.wt_asbs.bias import BiasConfig, WellTemperedBias
 from flowlab.molecular.wt_asbs.cvs import CVSet
 from flowlab.molecular.wt_asbs.potentials import Potential
 
-__all__ = ["ASBS", "ASBSConfig", "EDMNoise", "TrainLog", "clip_per_atom"]
+__all__ = ["ASBS", "ASBSConfig", "EDMNoise", "SamplerConfig", "TrainLog", "clip_per_atom"]
 
 
 class EDMNoise:
@@ -60,7 +63,7 @@ def clip_per_atom(grad: torch.Tensor, max_norm: float, atom_dim: int) -> torch.T
 
 
 @dataclass(frozen=True)
-class ASBSConfig:
+class ASBSConfig(Config):
     """Curriculum and sizes. stages: a string of 'A' (adjoint) / 'C' (corrector) stages."""
 
     stages: str = "ACACA"
@@ -79,6 +82,7 @@ class ASBSConfig:
     hidden: tuple[int, ...] = (64, 64, 64)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not self.stages or set(self.stages) - {"A", "C"}:
             raise ValueError(f"stages: expected a non-empty string of 'A'/'C', got {self.stages!r}")
         for name in (
@@ -95,6 +99,23 @@ class ASBSConfig:
                 raise ValueError(f"{name}: expected a positive integer, got {v!r}")
         if self.skip_epochs < 0:
             raise ValueError(f"skip_epochs: expected >= 0, got {self.skip_epochs!r}")
+
+
+@dataclass(frozen=True)
+class SamplerConfig(Config):
+    """One (WT-)ASBS sampler as the CLI and the benchmarks build it: the curriculum `asbs`, the EDM noise from
+    `sigma_max` to `sigma_min` (rho = 3), the Gaussian source's `source_std` and, for WT-ASBS, the `bias` grid and
+    hills (its range, kT and periodicity come from the system's CVs)."""
+
+    asbs: ASBSConfig
+    bias: BiasConfig
+    sigma_max: float
+    sigma_min: float
+    source_std: float
+
+    def noise(self) -> EDMNoise:
+        """The base process's `EDMNoise(sigma_max, sigma_min, 3.0)`."""
+        return EDMNoise(self.sigma_max, self.sigma_min, 3.0)
 
 
 @dataclass
@@ -157,6 +178,25 @@ class ASBS:
             self.corrector = MLP(self.dim, self.dim, config.hidden, zero_out=True).to(**kw)
         self.buffers = {"A": None, "C": None}
         self.log = TrainLog()
+
+    @classmethod
+    def from_config(
+        cls,
+        potential: Potential,
+        config: SamplerConfig,
+        *,
+        source_mean: torch.Tensor | None = None,
+        bias: WellTemperedBias | None = None,
+        cvs: CVSet | None = None,
+        atom_dim: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> ASBS:
+        """The sampler of a `SamplerConfig` on `potential`: WT-ASBS with `bias` and `cvs` (build the bias with
+        `config.bias.build(...)` over the CVs' range), plain ASBS without."""
+        return cls(
+            potential, config.noise(), config.asbs, source_std=config.source_std, source_mean=source_mean, cvs=cvs,
+            bias=bias, atom_dim=atom_dim, generator=generator,
+        )  # fmt: skip
 
     # sampling -----------------------------------------------------------------------------------------
     @property
@@ -260,18 +300,27 @@ class ASBS:
         if self.bias is not None and epoch >= self.config.skip_epochs:
             self.bias.add_hills(self.cvs(x1.to(self.bias.values)))
 
-    def _loss(self, stage: str) -> torch.Tensor:
+    def _batch(self, stage: str, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+        """batch_size rows drawn with replacement from the stage's buffer: (X_0, X_1[, dE/dx(X_1)]), each (B, D)."""
         buf = self.buffers[stage]
-        idx = torch.randint(0, len(buf[0]), (self.config.batch_size,), generator=self.generator, device=self.device)
-        x0, x1 = buf[0][idx], buf[1][idx]
-        if stage == "C":
+        idx = torch.randint(0, len(buf[0]), (self.config.batch_size,), generator=generator, device=self.device)
+        return tuple(b[idx] for b in buf)
+
+    def _loss(
+        self, net: nn.Module, batch: tuple[torch.Tensor, ...], generator: torch.Generator
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """fit's loss: corrector matching on a (X_0, X_1) batch, adjoint matching (t and the bridge noise drawn from
+        `generator`) on a (X_0, X_1, dE/dx) batch; `net` is the network being trained. Returns (loss, {})."""
+        if len(batch) == 2:
+            x0, x1 = batch
             target = (x0 - x1) / self.noise.total
-            return ((self.corrector(x1) - target) ** 2).sum(-1).mean()
-        t = torch.rand(len(idx), generator=self.generator, device=self.device, dtype=self.dtype)
+            return ((net(x1) - target) ** 2).sum(-1).mean(), {}
+        x0, x1, grad_e = batch
+        t = torch.rand(len(x0), generator=generator, device=self.device, dtype=self.dtype)
         xt = self.bridge_sample(x0, x1, t)
         with torch.no_grad():
-            c = self.total_grad(x1, buf[2][idx]) + self.corrector(x1)
-        return ((self.controller(x=xt, t=t) + c) ** 2).sum(-1).mean()
+            c = self.total_grad(x1, grad_e) + self.corrector(x1)
+        return ((net(x=xt, t=t) + c) ** 2).sum(-1).mean(), {}
 
     def bridge_sample(self, x0: torch.Tensor, x1: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """X_t of the base bridge: (1 - r) X_0 + r X_1 + sqrt(r (1 - r) V_tot) z, r = S(t) / V_tot; (B, D).
@@ -284,29 +333,33 @@ class ASBS:
         return (1 - r) * x0 + r * x1 + (r * (1 - r) * self.noise.total).clamp_min(0).sqrt() * z
 
     def train(self) -> TrainLog:
-        """Run the curriculum; returns the `TrainLog` (also at `.log`)."""
+        """Run the curriculum, each epoch one `fit` of `steps_per_epoch` AdamW steps on the epoch's buffer (the
+        optimisers persist across epochs and stages); returns the `TrainLog` (also at `.log`)."""
         cfg = self.config
-        opts = {
-            "A": torch.optim.AdamW(self.controller.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay),
-            "C": torch.optim.AdamW(self.corrector.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay),
-        }
         nets: dict[str, nn.Module] = {"A": self.controller, "C": self.corrector}
+        opts = {
+            k: torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay) for k, net in nets.items()
+        }
         start, epoch = time.perf_counter(), 0
         for stage in cfg.stages:
             n_epochs = cfg.adjoint_epochs if stage == "A" else cfg.corrector_epochs
             self.buffers[stage] = None  # a fresh buffer per stage: the other network changed
             for _ in range(n_epochs):
                 self._refresh(stage, epoch)
-                total = 0.0
-                for _ in range(cfg.steps_per_epoch):
-                    loss = self._loss(stage)
-                    opts[stage].zero_grad(set_to_none=True)
-                    loss.backward()
-                    nn.utils.clip_grad_norm_(nets[stage].parameters(), cfg.grad_clip)
-                    opts[stage].step()
-                    total += float(loss.detach())
+                result = fit(
+                    nets[stage],
+                    self._loss,
+                    lambda step, generator, stage=stage: self._batch(stage, generator),
+                    steps=cfg.steps_per_epoch,
+                    optimizer=opts[stage],
+                    grad_clip=cfg.grad_clip,
+                    device=self.device,
+                    generator=self.generator,
+                    log_every=cfg.steps_per_epoch,
+                    progress=False,
+                )
                 self.log.stage.append(stage)
-                self.log.loss.append(total / cfg.steps_per_epoch)
+                self.log.loss.append(result.history[-1]["loss"])
                 self.log.energy_evals.append(self.potential.n_evals)
                 self.log.hills.append(0 if self.bias is None else self.bias.n_hills)
                 self.log.max_bias.append(0.0 if self.bias is None else float(self.bias.values.max()))

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["BiasValue", "WellTemperedBias"]
+from flowlab.core.config import Config
+
+__all__ = ["BiasConfig", "BiasValue", "WellTemperedBias"]
 
 
 @dataclass(frozen=True)
@@ -184,3 +186,28 @@ class WellTemperedBias:
         self.values = state["values"].to(self.values)
         self.grads = state["grads"].to(self.grads)
         self.n_hills = int(state["n_hills"])
+
+
+@dataclass(frozen=True)
+class BiasConfig(Config):
+    """A well-tempered bias's settings apart from its CV range: `bins` grid nodes per CV, hills of width `sigma` (CV
+    units) and initial `height` (energy units), bias factor gamma = `bias_factor`."""
+
+    bins: int
+    sigma: float
+    height: float
+    bias_factor: float
+
+    def build(
+        self,
+        grid_min: float | Sequence[float],
+        grid_max: float | Sequence[float],
+        *,
+        kT: float,
+        periodic: bool | Sequence[bool] = False,
+    ) -> WellTemperedBias:
+        """An empty `WellTemperedBias` with these settings on [grid_min, grid_max] (one value or one per CV)."""
+        return WellTemperedBias(
+            grid_min, grid_max, self.bins, sigma=self.sigma, height=self.height, bias_factor=self.bias_factor, kT=kT,
+            periodic=periodic,
+        )  # fmt: skip

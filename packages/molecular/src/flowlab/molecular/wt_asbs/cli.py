@@ -8,49 +8,30 @@ log importance weights), state.pt
 from __future__ import annotations
 
 import json
-import math
-import os
 from pathlib import Path
 from typing import Annotated
 
 import torch
 import typer
 
+from flowlab.molecular.wt_asbs.aldp import ALDP_BASINS, aldp_files, basin_df_from_fes, torsion_bias, torsion_cvs
 from flowlab.molecular.wt_asbs.analysis import basin_coverage, delta_f_from_samples, reweight
-from flowlab.molecular.wt_asbs.asbs import ASBS, ASBSConfig, EDMNoise
-from flowlab.molecular.wt_asbs.benchmarks import (
-    _TOY_INTERVALS,
-    ALDP,
-    ALDP_BASINS,
-    SN2,
-    TOY,
-    _cv_bias,
-    _fes_df,
-    _toy_bias,
-    make_toy,
-    toy_asbs_config,
-)
-from flowlab.molecular.wt_asbs.bias import WellTemperedBias
-from flowlab.molecular.wt_asbs.cvs import CVSet, LinearCV, TorsionCV
+from flowlab.molecular.wt_asbs.asbs import ASBS
+from flowlab.molecular.wt_asbs.benchmarks.aldp import ALDP
+from flowlab.molecular.wt_asbs.benchmarks.sn2 import SN2
+from flowlab.molecular.wt_asbs.benchmarks.toy import TOY
 from flowlab.molecular.wt_asbs.potentials import OpenMMPotential
-from flowlab.molecular.wt_asbs.reference import PHI, PSI, openmm_wtmetad
+from flowlab.molecular.wt_asbs.reference import openmm_wtmetad
 from flowlab.molecular.wt_asbs.sn2 import REACTANT, WELLS, reaction_cv, sn2_potential, well_fractions
+from flowlab.molecular.wt_asbs.toys import TOY_INTERVALS, TOYS, make_toy, toy_bias, toy_cvs, toy_source_mean
 
-TOYS = ("mueller-brown", "four-well", "four-well-5d")
+app = typer.Typer(help="WT-ASBS: train and sample (sample), the OpenMM WTMetaD reference (metad), evaluate a run.")
+
 SYSTEMS = ("aldp", "sn2", *TOYS)
 WEIGHTS = ("path", "bias", "none")
 
 
-def _aldp_files(data_root: str | None) -> tuple[Path, Path]:
-    root = Path(data_root or os.environ.get("FLOWLAB_DATA", ""))
-    base = root / "alanine_dipeptide" / "openmm_tests"
-    prmtop, inpcrd = base / "alanine-dipeptide-implicit.prmtop", base / "alanine-dipeptide-implicit.inpcrd"
-    for p in (prmtop, inpcrd):
-        if not p.is_file():
-            raise FileNotFoundError(f"alanine_dipeptide data set not found: {p} (set FLOWLAB_DATA or --data-root)")
-    return prmtop, inpcrd
-
-
+@app.command()
 def sample(
     system: Annotated[str, typer.Option(help="|".join(SYSTEMS))] = "four-well",
     bias: Annotated[str, typer.Option(help="on (WT-ASBS) | off (ASBS)")] = "on",
@@ -69,42 +50,25 @@ def sample(
         raise typer.BadParameter(f"expected quick|full, got {variant!r}", param_hint="--variant")
     gen = torch.Generator().manual_seed(seed)
     if system == "aldp":
-        cfg = dict(ALDP.variants[variant])
-        prmtop, inpcrd = _aldp_files(data_root)
-        pot = OpenMMPotential(prmtop, solvent=cfg["solvent"], workers=cfg["workers"])
-        cvs = CVSet([TorsionCV(PHI), TorsionCV(PSI)])
-        wt = WellTemperedBias(
-            (-math.pi, -math.pi),
-            (math.pi, math.pi),
-            cfg["grid"],
-            sigma=cfg["hill_sigma"],
-            height=cfg["hill_height"],
-            bias_factor=cfg["bias_factor"],
-            kT=pot.kT,
-            periodic=True,
-        )
+        cfg = ALDP.variants[variant]
+        sampler = cfg.sampler
+        prmtop, inpcrd = aldp_files(data_root)
+        pot = OpenMMPotential(prmtop, solvent=cfg.solvent, workers=cfg.workers)
+        cvs, wt = torsion_cvs(), torsion_bias(sampler.bias, pot.kT)
         kw = {"source_mean": pot.positions(inpcrd)[0].float(), "atom_dim": 3}
     elif system == "sn2":
-        cfg = dict(SN2.variants[variant])
-        pot, cvs = sn2_potential(workers=cfg["workers"]), reaction_cv()
-        wt = _cv_bias(*cfg["grid_range"], cfg, kT=pot.kT)
+        cfg = SN2.variants[variant]
+        sampler = cfg.sampler
+        pot, cvs = sn2_potential(workers=cfg.workers), reaction_cv()
+        wt = sampler.bias.build(*cfg.grid_range, kT=pot.kT)
         kw = {"source_mean": REACTANT[0].float(), "atom_dim": 3}
     else:
-        cfg = dict(TOY.variants[variant])
+        sampler = TOY.variants[variant].sampler_for(system)
         pot = make_toy(system)
-        cvs = CVSet([LinearCV([1.0] + [0.0] * (pot.dim - 1))])
-        wt = _toy_bias(pot, cfg)
-        mean = [sum(m[0] for m in pot.minima) / len(pot.minima), sum(m[1] for m in pot.minima) / len(pot.minima)]
-        kw = {"source_mean": torch.tensor(mean + [0.0] * (pot.dim - 2))}
-    model = ASBS(
-        pot,
-        EDMNoise(cfg["sigma_max"], cfg["sigma_min"], 3.0),
-        toy_asbs_config(cfg, system) if system in TOYS else ASBSConfig(**cfg["asbs"]),
-        source_std=cfg["source_std"],
-        cvs=cvs if bias == "on" else None,
-        bias=wt if bias == "on" else None,
-        generator=gen,
-        **kw,
+        cvs, wt = toy_cvs(pot), toy_bias(pot, sampler.bias)
+        kw = {"source_mean": toy_source_mean(pot)}
+    model = ASBS.from_config(
+        pot, sampler, cvs=cvs if bias == "on" else None, bias=wt if bias == "on" else None, generator=gen, **kw
     )
     log = model.train()
     data = {}
@@ -130,6 +94,7 @@ def sample(
     typer.echo(json.dumps(config))
 
 
+@app.command()
 def metad(
     system: Annotated[str, typer.Option(help="aldp")] = "aldp",
     out: Annotated[Path, typer.Option(help="run folder")] = Path("runs/metad"),
@@ -142,7 +107,7 @@ def metad(
     """OpenMM well-tempered metadynamics over (phi, psi) of alanine dipeptide (the reference)."""
     if system != "aldp":
         raise typer.BadParameter("only aldp (toys: see `flowlab bench --only mol.wt_asbs.toy`)", param_hint="--system")
-    prmtop, inpcrd = _aldp_files(data_root)
+    prmtop, inpcrd = aldp_files(data_root)
     res = openmm_wtmetad(prmtop, inpcrd, steps=steps, solvent="OBC1", bias_factor=bias_factor, height=height, seed=seed)
     out.mkdir(parents=True, exist_ok=True)
     torch.save({"fes": torch.as_tensor(res.fes)}, out / "fes.pt")
@@ -178,6 +143,7 @@ def _sample_weights(data: dict, cfg: dict, method: str, weights: str | None) -> 
     return weights, None
 
 
+@app.command()
 def evaluate(
     run: Annotated[Path, typer.Argument(help="a run folder written by `sample` or `metad`")],
     method: Annotated[str | None, typer.Option(help="override the run's method")] = None,
@@ -202,7 +168,7 @@ def evaluate(
     if method == "metad":  # biased trajectory: Delta F from the FES, not from raw samples
         fes = torch.load(run / "fes.pt", weights_only=True)["fes"].numpy()
         report = {"method": method, "system": "aldp", "energy_evals": cfg["energy_evals"]}
-        report.update({f"{k}_kjmol": v for k, v in _fes_df(fes, cfg["kT"]).items()})
+        report.update({f"{k}_kjmol": v for k, v in basin_df_from_fes(fes, cfg["kT"]).items()})
         typer.echo(json.dumps(report))
         return
     weights, w = _sample_weights(data, cfg, method, weights)
@@ -218,7 +184,7 @@ def evaluate(
         report["dF_product_kT"] = delta_f_from_samples(xi, WELLS["reactant"], WELLS["product"], weights=w)
         report["well_fractions"] = well_fractions(xi, w)
     else:
-        a, b = _TOY_INTERVALS[cfg["system"]]
+        a, b = TOY_INTERVALS[cfg["system"]]
         pot = make_toy(cfg["system"])
         report["dF_kT"] = delta_f_from_samples(s[:, 0], a, b, weights=w)
         report["basins_found"], report["basin_counts"] = basin_coverage(data["x"], pot.minima, pot.basin_radius)

@@ -8,7 +8,6 @@ Every engine counts its energy evaluations (one per configuration) in `n_evals`.
 from __future__ import annotations
 
 import math
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
+
+from flowlab.datasets import root
 
 __all__ = [
     "BOHR_NM",
@@ -192,8 +193,8 @@ class OpenMMPotential:
         path = Path(prmtop)
         if not path.is_file():
             raise FileNotFoundError(
-                f"prmtop: file not found: {path} (alanine_dipeptide data set; FLOWLAB_DATA="
-                f"{os.environ.get('FLOWLAB_DATA', '<unset>')})"
+                f"prmtop: file not found: {path} (alanine_dipeptide data set; data root "
+                f"{root(required=False) or '<unset>'})"
             )
         try:
             self.prmtop = app.AmberPrmtopFile(str(path))

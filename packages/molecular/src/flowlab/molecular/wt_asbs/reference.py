@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from flowlab.molecular.wt_asbs.aldp import PHI, PSI
 from flowlab.molecular.wt_asbs.bias import WellTemperedBias
-from flowlab.molecular.wt_asbs.cvs import CVSet
+from flowlab.molecular.wt_asbs.cvs import CVSet, TorsionCV
 from flowlab.molecular.wt_asbs.potentials import Potential
 
 __all__ = ["LangevinResult", "MetadResult", "langevin", "openmm_md", "openmm_wtmetad"]
@@ -84,15 +85,16 @@ class MetadResult:
     seconds: float
 
 
-PHI, PSI = (4, 6, 8, 14), (6, 8, 14, 16)
-
-
 def _openmm_seed(seed: int) -> int:
     """Our seed as an OpenMM random seed: OpenMM reads 0 as "choose a fresh seed", so seed 0 would not reproduce."""
     return int(seed) % (2**31 - 2) + 1
 
 
-def _md_simulation(prmtop: str | Path, inpcrd: str | Path, *, solvent, temperature, seed, platform, extra=None):
+def _simulation(prmtop: str | Path, inpcrd: str | Path, *, solvent, temperature, seed, platform, prepare=None):
+    """An OpenMM `Simulation` of the prmtop's system (NoCutoff, HBonds, implicit `solvent` or vacuum; 2 fs
+    LangevinMiddle at `temperature`, friction 1/ps) at the inpcrd's positions with velocities drawn at `temperature`,
+    both seeded from `seed`; `prepare(system)` runs before the simulation is built (to add forces) and its result
+    is returned beside it: (simulation, prepared)."""
     import openmm
     from openmm import app, unit
 
@@ -103,13 +105,15 @@ def _md_simulation(prmtop: str | Path, inpcrd: str | Path, *, solvent, temperatu
     crd = app.AmberInpcrdFile(str(inpcrd))
     implicit = getattr(app, solvent) if solvent else None
     system = top.createSystem(nonbondedMethod=app.NoCutoff, constraints=app.HBonds, implicitSolvent=implicit)
-    if extra is not None:
-        extra(system)
     integ = openmm.LangevinMiddleIntegrator(temperature * unit.kelvin, 1.0 / unit.picosecond, 2.0 * unit.femtosecond)
     integ.setRandomNumberSeed(_openmm_seed(seed))
     plat = openmm.Platform.getPlatformByName(platform)
     props = {"Threads": "1"} if platform == "CPU" else {}
-    return system, top, crd, integ, plat, props
+    prepared = None if prepare is None else prepare(system)
+    sim = app.Simulation(top.topology, system, integ, plat, props)
+    sim.context.setPositions(crd.positions)
+    sim.context.setVelocitiesToTemperature(temperature * unit.kelvin, _openmm_seed(seed))
+    return sim, prepared
 
 
 def _torsion_force(indices):
@@ -121,8 +125,6 @@ def _torsion_force(indices):
 
 
 def _record_cvs(positions_nm: np.ndarray) -> np.ndarray:
-    from flowlab.molecular.wt_asbs.cvs import TorsionCV
-
     x = torch.as_tensor(positions_nm, dtype=torch.float64).reshape(1, -1)
     return np.array([float(TorsionCV(PHI)(x)), float(TorsionCV(PSI)(x))])
 
@@ -146,19 +148,18 @@ def openmm_wtmetad(
     """OpenMM well-tempered metadynamics over (phi, psi), 2 fs LangevinMiddle, HBonds; FES from getFreeEnergy()."""
     from openmm import app, unit
 
-    system, top, crd, integ, plat, props = _md_simulation(
-        prmtop, inpcrd, solvent=solvent, temperature=temperature, seed=seed, platform=platform
+    def metadynamics(system):
+        variables = [
+            app.BiasVariable(_torsion_force(idx), -math.pi, math.pi, width, periodic=True, gridWidth=grid)
+            for idx in (PHI, PSI)
+        ]
+        return app.Metadynamics(
+            system, variables, temperature * unit.kelvin, bias_factor, height * unit.kilojoule_per_mole, frequency
+        )
+
+    sim, meta = _simulation(
+        prmtop, inpcrd, solvent=solvent, temperature=temperature, seed=seed, platform=platform, prepare=metadynamics
     )
-    variables = [
-        app.BiasVariable(_torsion_force(idx), -math.pi, math.pi, width, periodic=True, gridWidth=grid)
-        for idx in (PHI, PSI)
-    ]
-    meta = app.Metadynamics(
-        system, variables, temperature * unit.kelvin, bias_factor, height * unit.kilojoule_per_mole, frequency
-    )
-    sim = app.Simulation(top.topology, system, integ, plat, props)
-    sim.context.setPositions(crd.positions)
-    sim.context.setVelocitiesToTemperature(temperature * unit.kelvin, _openmm_seed(seed))
     start = time.perf_counter()
     recs = []
     for _ in range(steps // record_every):
@@ -180,14 +181,9 @@ def openmm_md(
     platform: str = "CPU",
 ) -> MetadResult:
     """Plain Langevin MD (2 fs LangevinMiddle, HBonds), recording (phi, psi) every `record_every` steps."""
-    from openmm import app, unit
+    from openmm import unit
 
-    system, top, crd, integ, plat, props = _md_simulation(
-        prmtop, inpcrd, solvent=solvent, temperature=temperature, seed=seed, platform=platform
-    )
-    sim = app.Simulation(top.topology, system, integ, plat, props)
-    sim.context.setPositions(crd.positions)
-    sim.context.setVelocitiesToTemperature(temperature * unit.kelvin, _openmm_seed(seed))
+    sim, _ = _simulation(prmtop, inpcrd, solvent=solvent, temperature=temperature, seed=seed, platform=platform)
     start = time.perf_counter()
     recs = []
     for _ in range(steps // record_every):

@@ -2,7 +2,7 @@
 spread and confidence weights) with a BC flow actor or FQL's one-step policy, offline and offline-to-online training,
 its baselines (C51, IQN, scalar TD) and the chain MDP."""
 
-from flowlab.rl_control.value_flows.agents import METHODS, AgentConfig, make_agent, train_agent
+from flowlab.rl_control.value_flows.agents import METHODS, AgentConfig, agent_spaces, make_agent, train_agent
 from flowlab.rl_control.value_flows.chain import ChainMDP, ChainStep
 from flowlab.rl_control.value_flows.data import OfflineDataset, load_dataset
 from flowlab.rl_control.value_flows.envs import (
@@ -15,7 +15,7 @@ from flowlab.rl_control.value_flows.envs import (
     noisy_step,
     normalised_return,
 )
-from flowlab.rl_control.value_flows.evaluate import DistributionScores, distribution_scores, spearman
+from flowlab.rl_control.value_flows.evaluate import DistributionScores, distribution_scores
 from flowlab.rl_control.value_flows.model import (
     C51Critic,
     FlowBCPolicy,
@@ -52,6 +52,7 @@ __all__ = [
     "ReturnFlow",
     "ReturnFlowCritic",
     "ScalarCritic",
+    "agent_spaces",
     "bcfm_loss",
     "c51_target",
     "collect",
@@ -67,6 +68,5 @@ __all__ = [
     "normalised_return",
     "quantile_huber_loss",
     "rejection_sample",
-    "spearman",
     "train_agent",
 ]

@@ -8,11 +8,13 @@ import math
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
 
 import torch
 from torch import nn
 
+from flowlab.core.config import Config
 from flowlab.core.distributions import rand, randn
 from flowlab.core.nets import seeded_init
 from flowlab.core.train import fit
@@ -37,17 +39,19 @@ from flowlab.rl_control.value_flows.objective import (
 )
 from flowlab.rl_control.value_flows.online import OnlineReplay
 
-__all__ = ["METHODS", "AgentConfig", "make_agent", "train_agent"]
+__all__ = ["METHODS", "AgentConfig", "agent_spaces", "make_agent", "train_agent"]
 
-METHODS = ("value_flows", "c51", "iqn", "td")
+Method = Literal["value_flows", "c51", "iqn", "td"]
+METHODS: tuple[str, ...] = get_args(Method)
 
 
 @dataclass(frozen=True)
-class AgentConfig:
-    """One config for every agent. Rewards are the (normalised) training rewards; returns are clipped to
-    `v_range`, by default [r_min / (1 - gamma), r_max / (1 - gamma)]; flows (critic and actor) clip their Euler
-    states to the linear path's envelope between noise |eps| <= `noise_bound` and that range (None: to the range
-    at every step, which clamps noise outside it at the first step).
+class AgentConfig(Config):
+    """The settings of every agent: what `flowlab rl train` and the benchmarks choose. The data's dimensions and
+    reward range are given to `make_agent` beside it. Returns are clipped to `v_range`, by default
+    [r_min / (1 - gamma), r_max / (1 - gamma)] of the (normalised) training rewards' range; flows (critic and actor)
+    clip their Euler states to the linear path's envelope between noise |eps| <= `noise_bound` and that range (None:
+    to the range at every step, which clamps noise outside it at the first step).
 
     `next_action`: "policy" (the agent's own action at s', the control setting) or "dataset" (the batch's
     next_actions: policy evaluation, no actor is trained). `policy_extraction`: "rejection" (argmax_Q over
@@ -59,11 +63,7 @@ class AgentConfig:
     target, off by a factor 1/gamma there (see `dcfm_loss`). With random rewards neither form has the return law as
     its fixed point. `kappa`: IQN's Huber threshold, in return units."""
 
-    method: str
-    obs_dim: int
-    act_dim: int
-    r_min: float
-    r_max: float
+    method: Method = "value_flows"
     gamma: float = 0.99
     v_range: tuple[float, float] | None = None
     hidden: tuple[int, ...] = (128, 128)
@@ -72,19 +72,19 @@ class AgentConfig:
     num_flow_steps: int = 10
     num_action_samples: int = 16
     noise_bound: float | None = 5.0
-    policy_extraction: str = "rejection"
+    policy_extraction: Literal["rejection", "onestep"] = "rejection"
     alpha: float = 10.0
     normalize_q_loss: bool = False
-    next_action: str = "policy"
+    next_action: Literal["policy", "dataset"] = "policy"
     # Value Flows
     n_critics: int = 2
     conf_temp: float = 0.3
     use_confidence: bool = True
     lambda_b: float = 1.0
     lambda_d: float = 1.0
-    q_agg: str = "mean"
-    ret_agg: str = "mean"
-    jacobian_mode: str = "vjp"
+    q_agg: Literal["mean", "min"] = "mean"
+    ret_agg: Literal["mean", "min"] = "mean"
+    jacobian_mode: Literal["jvp", "vjp"] = "vjp"
     dcfm_scale_gamma: bool = True
     # baselines
     n_atoms: int = 51
@@ -93,21 +93,11 @@ class AgentConfig:
     n_cos: int = 64
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise ValueError(f"method: expected one of {METHODS}, got {self.method!r}")
+        super().__post_init__()
         if not 0 <= self.gamma < 1:
             raise ValueError(f"gamma: expected a value in [0, 1), got {self.gamma}")
-        if not self.r_min <= self.r_max:
-            raise ValueError(f"r_min, r_max: expected r_min <= r_max, got {self.r_min}, {self.r_max}")
-        if self.policy_extraction not in ("rejection", "onestep"):
-            raise ValueError(f"policy_extraction: expected 'rejection' or 'onestep', got {self.policy_extraction!r}")
         if self.alpha < 0:
             raise ValueError(f"alpha: expected a non-negative distillation weight, got {self.alpha}")
-        if self.next_action not in ("policy", "dataset"):
-            raise ValueError(f"next_action: expected 'policy' or 'dataset', got {self.next_action!r}")
-        for name in ("q_agg", "ret_agg"):
-            if getattr(self, name) not in ("mean", "min"):
-                raise ValueError(f"{name}: expected 'mean' or 'min', got {getattr(self, name)!r}")
         if not self.kappa > 0:
             raise ValueError(f"kappa: expected a positive Huber threshold, got {self.kappa}")
         if self.noise_bound is not None and not (math.isfinite(self.noise_bound) and self.noise_bound >= 0):
@@ -117,14 +107,13 @@ class AgentConfig:
         if self.lambda_b < 0 or self.lambda_d < 0 or self.lambda_b + self.lambda_d == 0:
             raise ValueError("lambda_b, lambda_d: expected non-negative weights, not both zero")
 
-    @property
-    def return_range(self) -> tuple[float, float]:
+    def return_range(self, reward_range: tuple[float, float]) -> tuple[float, float]:
+        """The returns' clip range for rewards in `reward_range` = (r_min, r_max): `v_range`, or
+        [r_min / (1 - gamma), r_max / (1 - gamma)] widened to at least 1e-3."""
         if self.v_range is not None:
             return self.v_range
-        return self.r_min / (1 - self.gamma), max(self.r_max / (1 - self.gamma), self.r_min / (1 - self.gamma) + 1e-3)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+        r_min, r_max = reward_range
+        return r_min / (1 - self.gamma), max(r_max / (1 - self.gamma), r_min / (1 - self.gamma) + 1e-3)
 
 
 @contextmanager
@@ -140,20 +129,24 @@ def _frozen(module: nn.Module) -> Iterator[None]:
 
 
 class _Agent(nn.Module):
-    """Shared pieces: the BC flow actor, the optional one-step policy, next actions, acting."""
+    """Shared pieces: the BC flow actor, the optional one-step policy, next actions, acting. `obs_dim`, `act_dim`
+    and `reward_range` (r_min, r_max of the normalised training rewards) describe the data; `return_range` is the
+    returns' clip range they give (`AgentConfig.return_range`)."""
 
-    def __init__(self, config: AgentConfig) -> None:
+    def __init__(self, config: AgentConfig, obs_dim: int, act_dim: int, reward_range: tuple[float, float]) -> None:
         super().__init__()
         self.config = config
+        self.obs_dim, self.act_dim, self.reward_range = obs_dim, act_dim, reward_range
+        self.return_range = config.return_range(reward_range)
         self.actor = FlowBCPolicy(
-            config.obs_dim,
-            config.act_dim,
+            obs_dim,
+            act_dim,
             config.hidden,
             num_flow_steps=config.num_flow_steps,
             noise_bound=config.noise_bound,
         )
         onestep = config.policy_extraction == "onestep"
-        self.onestep = OneStepPolicy(config.obs_dim, config.act_dim, config.hidden) if onestep else None
+        self.onestep = OneStepPolicy(obs_dim, act_dim, config.hidden) if onestep else None
 
     def q(self, obs, act, *, generator, target: bool = False) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -209,15 +202,15 @@ class _Agent(nn.Module):
 class ValueFlowsAgent(_Agent):
     """Value Flows: return-flow critics trained with confidence-weighted BCFM + DCFM."""
 
-    def __init__(self, config: AgentConfig) -> None:
-        super().__init__(config)
+    def __init__(self, config: AgentConfig, *spaces) -> None:
+        super().__init__(config, *spaces)
         self.critic = ReturnFlowCritic(
-            config.obs_dim,
-            config.act_dim,
+            self.obs_dim,
+            self.act_dim,
             config.hidden,
             n_critics=config.n_critics,
             num_flow_steps=config.num_flow_steps,
-            v_range=config.return_range,
+            v_range=self.return_range,
             jacobian_mode=config.jacobian_mode,
             noise_bound=config.noise_bound,
         )
@@ -285,12 +278,12 @@ class ValueFlowsAgent(_Agent):
 class TDAgent(_Agent):
     """Scalar TD critic (twin Q, mean aggregation) with the same actor: Q <- r + gamma mask Q_target(s', a')."""
 
-    def __init__(self, config: AgentConfig) -> None:
-        super().__init__(config)
-        self.critic = ScalarCritic(config.obs_dim, config.act_dim, config.hidden, n_critics=config.n_critics)
+    def __init__(self, config: AgentConfig, *spaces) -> None:
+        super().__init__(config, *spaces)
+        self.critic = ScalarCritic(self.obs_dim, self.act_dim, config.hidden, n_critics=config.n_critics)
 
     def q(self, obs, act, *, generator, target: bool = False) -> torch.Tensor:
-        lo, hi = self.config.return_range
+        lo, hi = self.return_range
         return aggregate(self.critic.values(obs, act, target=target), self.config.q_agg).clamp(lo, hi)
 
     def critic_loss(self, batch, generator):
@@ -307,10 +300,10 @@ class TDAgent(_Agent):
 class C51Agent(_Agent):
     """C51: categorical critic on `n_atoms` atoms over the return range, projected Bellman target, cross-entropy."""
 
-    def __init__(self, config: AgentConfig) -> None:
-        super().__init__(config)
+    def __init__(self, config: AgentConfig, *spaces) -> None:
+        super().__init__(config, *spaces)
         self.critic = C51Critic(
-            config.obs_dim, config.act_dim, config.hidden, n_atoms=config.n_atoms, v_range=config.return_range
+            self.obs_dim, self.act_dim, config.hidden, n_atoms=config.n_atoms, v_range=self.return_range
         )
 
     def q(self, obs, act, *, generator, target: bool = False) -> torch.Tensor:
@@ -332,9 +325,9 @@ class C51Agent(_Agent):
 class IQNAgent(_Agent):
     """IQN: quantile-Huber TD on `n_quantiles` sampled levels with a cosine embedding of tau."""
 
-    def __init__(self, config: AgentConfig) -> None:
-        super().__init__(config)
-        self.critic = IQNCritic(config.obs_dim, config.act_dim, config.hidden, n_cos=config.n_cos)
+    def __init__(self, config: AgentConfig, *spaces) -> None:
+        super().__init__(config, *spaces)
+        self.critic = IQNCritic(self.obs_dim, self.act_dim, config.hidden, n_cos=config.n_cos)
 
     def q(self, obs, act, *, generator, target: bool = False) -> torch.Tensor:
         taus = rand((obs.shape[0], self.config.n_quantiles), generator=generator, device=obs.device, dtype=obs.dtype)
@@ -349,7 +342,7 @@ class IQNAgent(_Agent):
         with torch.no_grad():
             act2 = self.next_actions(batch, generator)
             taus2 = rand((b, n), generator=generator, device=batch["obs"].device, dtype=batch["obs"].dtype)
-            z2 = self.critic.quantiles(batch["next_obs"], act2, taus2, target=True).clamp(*c.return_range)
+            z2 = self.critic.quantiles(batch["next_obs"], act2, taus2, target=True).clamp(*self.return_range)
             target = batch["rewards"][:, None] + c.gamma * batch["masks"][:, None] * z2
         taus = rand((b, n), generator=generator, device=batch["obs"].device, dtype=batch["obs"].dtype)
         pred = self.critic.quantiles(batch["obs"], batch["actions"], taus)
@@ -359,13 +352,35 @@ class IQNAgent(_Agent):
 _AGENTS = {"value_flows": ValueFlowsAgent, "c51": C51Agent, "iqn": IQNAgent, "td": TDAgent}
 
 
-def make_agent(config: AgentConfig, *, seed: int | None = None) -> _Agent:
-    """Build the agent named by `config.method`. With `seed`, its networks are initialised from that seed alone
-    (independent of earlier draws from torch's global RNG, which is left untouched)."""
+def make_agent(
+    config: AgentConfig,
+    *,
+    obs_dim: int,
+    act_dim: int,
+    reward_range: tuple[float, float],
+    seed: int | None = None,
+) -> _Agent:
+    """Build the agent named by `config.method` for observations (obs_dim,), actions (act_dim,) in [-1, 1] and
+    training rewards in `reward_range` = (r_min, r_max). With `seed`, its networks are initialised from that seed
+    alone (independent of earlier draws from torch's global RNG, which is left untouched)."""
+    if not isinstance(config, AgentConfig):
+        raise ValueError(f"config: expected an AgentConfig, got {type(config).__name__}")
+    for name, dim in (("obs_dim", obs_dim), ("act_dim", act_dim)):
+        if not isinstance(dim, int) or dim < 1:
+            raise ValueError(f"{name}: expected a positive int, got {dim!r}")
+    r_min, r_max = (float(r) for r in reward_range)
+    if not r_min <= r_max:
+        raise ValueError(f"reward_range: expected (r_min, r_max) with r_min <= r_max, got {reward_range}")
+    spaces = (obs_dim, act_dim, (r_min, r_max))
     if seed is None:
-        return _AGENTS[config.method](config)
+        return _AGENTS[config.method](config, *spaces)
     with seeded_init(seed):
-        return _AGENTS[config.method](config)
+        return _AGENTS[config.method](config, *spaces)
+
+
+def agent_spaces(agent: _Agent) -> dict[str, Any]:
+    """What `make_agent` needs beside the config to rebuild `agent`, JSON-ready: obs_dim, act_dim, reward_range."""
+    return {"obs_dim": agent.obs_dim, "act_dim": agent.act_dim, "reward_range": list(agent.reward_range)}
 
 
 def train_agent(
@@ -386,10 +401,10 @@ def train_agent(
     """Training with `flowlab.core.train.fit` (Adam, lr from the config, held "constant" or annealed to 0 over
     `steps` by a "cosine" schedule), the target networks updated by Polyak averaging after each step. `dataset`: an
     offline dataset, or an `OnlineReplay` for offline-to-online fine-tuning (one environment step per batch)."""
-    if dataset.obs_dim != agent.config.obs_dim or dataset.act_dim != agent.config.act_dim:
+    if dataset.obs_dim != agent.obs_dim or dataset.act_dim != agent.act_dim:
         raise ValueError(
-            f"dataset: dims (obs {dataset.obs_dim}, act {dataset.act_dim}) do not match the agent's config "
-            f"(obs {agent.config.obs_dim}, act {agent.config.act_dim})"
+            f"dataset: dims (obs {dataset.obs_dim}, act {dataset.act_dim}) do not match the agent's "
+            f"(obs {agent.obs_dim}, act {agent.act_dim})"
         )
     agent.to(device)
     params = [p for p in agent.parameters() if p.requires_grad]
@@ -412,5 +427,10 @@ def train_agent(
         callbacks=(lambda info: agent.update_target(), *callbacks),
         log_every=min(log_every, steps),
         progress=progress,
-        config={"agent": agent.config.to_dict(), "reward_scale": reward_scale, "lr_schedule": lr_schedule},
+        config={
+            "agent": agent.config.to_dict(),
+            "spaces": agent_spaces(agent),
+            "reward_scale": reward_scale,
+            "lr_schedule": lr_schedule,
+        },
     )

@@ -8,11 +8,12 @@ from pathlib import Path
 import torch
 import typer
 
-from flowlab.rl_control.value_flows.agents import METHODS, AgentConfig, make_agent, train_agent
+from flowlab.core.metrics import spearman
+from flowlab.rl_control.value_flows.agents import METHODS, AgentConfig, agent_spaces, make_agent, train_agent
 from flowlab.rl_control.value_flows.chain import ChainMDP
 from flowlab.rl_control.value_flows.data import load_dataset
 from flowlab.rl_control.value_flows.envs import QUALITIES, collect, evaluate_policy, scripted_controller
-from flowlab.rl_control.value_flows.evaluate import distribution_scores, spearman
+from flowlab.rl_control.value_flows.evaluate import distribution_scores
 from flowlab.rl_control.value_flows.online import OnlineReplay
 
 app = typer.Typer(
@@ -76,15 +77,12 @@ def train_cmd(
         gamma = ChainMDP().gamma if chain else gamma
         config = AgentConfig(
             method=method,
-            obs_dim=data.obs_dim,
-            act_dim=data.act_dim,
-            r_min=float(r.min()),
-            r_max=float(r.max()),
             gamma=gamma,
             next_action="dataset" if chain else "policy",
             policy_extraction=policy_extraction,
         )
-        agent = make_agent(config, seed=seed)
+        reward_range = (float(r.min()), float(r.max()))
+        agent = make_agent(config, obs_dim=data.obs_dim, act_dim=data.act_dim, reward_range=reward_range, seed=seed)
         res = train_agent(
             agent,
             data,
@@ -108,7 +106,13 @@ def train_cmd(
             typer.echo(f"online: {len(rets)} episodes" + (f", mean return {sum(rets) / len(rets):.1f}" if rets else ""))
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
-    meta = {"env": env, "agent": config.to_dict(), "reward_scale": scale, "online": bool(online_steps)}
+    meta = {
+        "env": env,
+        "agent": config.to_dict(),
+        "spaces": agent_spaces(agent),
+        "reward_scale": scale,
+        "online": bool(online_steps),
+    }
     (out / "run.json").write_text(json.dumps(meta))
     typer.echo(f"trained {method} for {res.steps} steps; checkpoint {res.checkpoint}")
 
@@ -126,10 +130,7 @@ def evaluate_cmd(
     if not meta_path.is_file():
         _fail(f"run: {meta_path} not found (train with `flowlab rl train --out {run}` first)")
     meta = json.loads(meta_path.read_text())
-    a = meta["agent"]
-    a["hidden"] = tuple(a["hidden"])
-    a["v_range"] = tuple(a["v_range"]) if a["v_range"] is not None else None
-    agent = make_agent(AgentConfig(**a))
+    agent = make_agent(AgentConfig.from_mapping(meta["agent"]), **meta["spaces"])
     online = meta.get("online", False)  # an offline-to-online run: evaluate the fine-tuned weights
     load_checkpoint(run / "online" if online else run, model=agent, device="cpu", restore_rng=False)
     g = torch.Generator().manual_seed(seed)

@@ -9,28 +9,7 @@ import torch
 
 from flowlab.core.metrics import wasserstein
 
-__all__ = ["DistributionScores", "distribution_scores", "spearman"]
-
-
-def spearman(x: torch.Tensor, y: torch.Tensor) -> float:
-    """Spearman rank correlation of two 1-D tensors (average ranks for ties)."""
-    if x.shape != y.shape or x.dim() != 1 or x.numel() < 2:
-        raise ValueError(f"x, y: expected two 1-D tensors of one length >= 2, got {tuple(x.shape)}, {tuple(y.shape)}")
-
-    def ranks(v: torch.Tensor) -> torch.Tensor:
-        v = v.double()
-        order = v.argsort()
-        r = torch.empty_like(v)
-        r[order] = torch.arange(len(v), dtype=torch.float64)
-        _, inv = torch.unique(v, return_inverse=True)  # average ranks over ties
-        sums = torch.zeros(int(inv.max()) + 1, dtype=torch.float64).index_add_(0, inv, r)
-        counts = torch.bincount(inv).double()
-        return (sums / counts)[inv]
-
-    rx, ry = ranks(x), ranks(y)
-    rx, ry = rx - rx.mean(), ry - ry.mean()
-    denom = (rx.square().sum() * ry.square().sum()).sqrt()
-    return float((rx * ry).sum() / denom) if denom > 0 else 0.0
+__all__ = ["DistributionScores", "distribution_scores"]
 
 
 @dataclass(frozen=True)

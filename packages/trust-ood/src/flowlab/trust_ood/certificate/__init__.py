@@ -18,7 +18,7 @@ from flowlab.trust_ood.certificate.evaluate import (
     train_study,
 )
 from flowlab.trust_ood.certificate.joint_model import EPS, JointScoreModel, train_score_model
-from flowlab.trust_ood.certificate.metrics import acc_fpr_at_threshold, auroc, pearson, relative_l1, spearman
+from flowlab.trust_ood.certificate.metrics import acc_fpr_at_threshold, auroc, relative_l1
 from flowlab.trust_ood.certificate.pde1d import (
     FAMILIES,
     PDEConfig,
@@ -73,14 +73,12 @@ __all__ = [
     "load_study",
     "mc_dropout_score",
     "measure_latency",
-    "pearson",
     "predict",
     "relative_l1",
     "run_study",
     "save_study",
     "score_norm_statistic",
     "score_velocity",
-    "spearman",
     "train_regressor",
     "train_score_model",
     "train_study",

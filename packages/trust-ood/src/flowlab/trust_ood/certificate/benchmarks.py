@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from flowlab.core.bench import BenchContext, BenchResult, Scenario, torch_threads
+from flowlab.core.bench import BenchContext, BenchResult, Scenario, figure, torch_threads
 from flowlab.trust_ood.certificate.evaluate import (
     METHODS,
     OOD_FAMILIES,
@@ -44,66 +44,80 @@ def _flatten(tables, method: str) -> dict[str, float]:
 
 
 def _plot(ctx: BenchContext, name: str, tables) -> list:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return []
-    fig, ax = plt.subplots(figsize=(7, 3.2))
-    width = 0.8 / len(METHODS)
-    for i, m in enumerate(METHODS):
-        vals = [tables[f][m]["auroc"] for f in OOD_FAMILIES]
-        ax.bar([j + i * width for j in range(len(OOD_FAMILIES))], vals, width, label=m)
-    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(OOD_FAMILIES))], OOD_FAMILIES)
-    ax.axhline(0.5, color="k", lw=0.5, ls="--")
-    ax.set_ylabel("AUROC (ID vs family)")
-    ax.set_title(name)
-    ax.legend(fontsize=6, ncol=3)
-    ctx.out_dir.mkdir(parents=True, exist_ok=True)
+    """AUROC of every method per OOD family as grouped bars."""
     path = ctx.out_dir / f"{name}_auroc.png"
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    width = 0.8 / len(METHODS)
+    with figure(path, size=(7, 3.2), dpi=110) as (_, ax):
+        for i, m in enumerate(METHODS):
+            vals = [tables[f][m]["auroc"] for f in OOD_FAMILIES]
+            ax.bar([j + i * width for j in range(len(OOD_FAMILIES))], vals, width, label=m)
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(OOD_FAMILIES))], OOD_FAMILIES)
+        ax.axhline(0.5, color="k", lw=0.5, ls="--")
+        ax.set_ylabel("AUROC (ID vs family)")
+        ax.set_title(name)
+        ax.legend(fontsize=6, ncol=3)
     return [path]
 
 
-def _run(pde: str):
-    def run(ctx: BenchContext) -> BenchResult:
-        cfg = replace(StudyConfig(**dict(ctx.config)), pde=pde, seed=ctx.seed)
-        # small networks on a shared CPU: one intra-op thread avoids oversubscription (restored afterwards)
-        with torch_threads(1 if ctx.device.type == "cpu" else None):
-            models = train_study(cfg, device=ctx.device, generator=ctx.generator)
-            result = evaluate_study(models, device=ctx.device, generator=ctx.generator)
-            latency = measure_latency(models, device=ctx.device, generator=ctx.generator)
-        metrics = _flatten(result.tables, "joint")
-        metrics.update({f"{fam}.psi_rel_l1_error": result.tables[fam]["joint"]["rel_l1_error"] for fam in OOD_FAMILIES})
-        metrics.update(
-            id_rel_l1_error=result.id_error,
-            error_model_b=result.error_model.b,
-            latency_single_s=latency["latency_single_s"],
-            latency_batch256_s=latency["latency_batch256_s"],
-            **{k: v for k, v in result.timings.items()},
-        )
-        baselines = {_NAMES[m]: _flatten(result.tables, m) for m in METHODS if m != "joint"}
-        nfe_per_solve = {"rk4": 4, "heun": 2, "midpoint": 2, "euler": 1}.get(cfg.ode_method, 1) * cfg.ode_steps
-        return BenchResult(
-            metrics=metrics,
-            baselines=baselines,
-            references=REFERENCES,
-            plots=_plot(ctx, f"trust.certificate.{pde}", result.tables),
-            nfe={"certificate_solve": nfe_per_solve},
-        )
-
-    return run
+def run(ctx: BenchContext) -> BenchResult:
+    """Train the variant's study with the run's seed, score every family, time the certificate."""
+    cfg: StudyConfig = replace(ctx.config, seed=ctx.seed)
+    # small networks on a shared CPU: one intra-op thread avoids oversubscription (restored afterwards)
+    with torch_threads(1 if ctx.device.type == "cpu" else None):
+        models = train_study(cfg, device=ctx.device, generator=ctx.generator)
+        result = evaluate_study(models, device=ctx.device, generator=ctx.generator)
+        latency = measure_latency(models, device=ctx.device, generator=ctx.generator)
+    metrics = _flatten(result.tables, "joint")
+    metrics.update({f"{fam}.psi_rel_l1_error": result.tables[fam]["joint"]["rel_l1_error"] for fam in OOD_FAMILIES})
+    metrics.update(
+        id_rel_l1_error=result.id_error,
+        error_model_b=result.error_model.b,
+        latency_single_s=latency["latency_single_s"],
+        latency_batch256_s=latency["latency_batch256_s"],
+        **{k: v for k, v in result.timings.items()},
+    )
+    baselines = {_NAMES[m]: _flatten(result.tables, m) for m in METHODS if m != "joint"}
+    nfe_per_solve = {"rk4": 4, "heun": 2, "midpoint": 2, "euler": 1}.get(cfg.ode_method, 1) * cfg.ode_steps
+    return BenchResult(
+        metrics=metrics,
+        baselines=baselines,
+        references=REFERENCES,
+        plots=_plot(ctx, f"trust.certificate.{cfg.pde}", result.tables),
+        nfe={"certificate_solve": nfe_per_solve},
+    )
 
 
-_QUICK = {"n": 32, "train_pairs": 2000, "regressor_steps": 600, "score_steps": 1200, "test_per_family": 64,
-          "calib": 32, "ode_steps": 12, "num_probes": 2, "sigma": 25.0}  # fmt: skip
-_FULL = {"n": 64, "train_pairs": 20000, "regressor_steps": 3000, "score_steps": 20000, "test_per_family": 1000,
-         "calib": 32, "ode_steps": 50, "num_probes": 4, "sigma": 25.0, "score_channels": (32, 64),
-         "fno_modes": 16, "regressor_width": 32, "batch_size": 128}  # fmt: skip
+#: the paper-shaped study (sized for a GPU) and the quick one (130-155 s per seed on 2 CPU cores); `pde` is set per
+#: scenario and `seed` per run
+FULL = StudyConfig(
+    n=64,
+    train_pairs=20_000,
+    calib=32,
+    test_per_family=1000,
+    regressor_steps=3000,
+    score_steps=20_000,
+    score_channels=(32, 64),
+    sigma=25.0,
+    batch_size=128,
+    ode_steps=50,
+    num_probes=4,
+    fno_modes=16,
+    regressor_width=32,
+)
+QUICK = replace(
+    FULL,
+    n=32,
+    train_pairs=2000,
+    test_per_family=64,
+    regressor_steps=600,
+    score_steps=1200,
+    score_channels=(16, 32),
+    batch_size=64,
+    ode_steps=12,
+    num_probes=2,
+    fno_modes=8,
+    regressor_width=16,
+)
 
 _DIRECTIONS = {
     **{f"{f}.{k}": ("min" if k == "fpr" else "max") for f in OOD_FAMILIES for k in _KEYS},
@@ -120,8 +134,8 @@ SCENARIOS = tuple(
         name=f"trust.certificate.{pde}",
         package="trust",
         method="certificate",
-        run=_run(pde),
-        variants={"quick": dict(_QUICK), "full": dict(_FULL)},
+        run=run,
+        variants={"quick": replace(QUICK, pde=pde), "full": replace(FULL, pde=pde)},
         directions=_DIRECTIONS,
         tags=frozenset({"ood", "likelihood", "pde"}),
         description=f"Joint-likelihood certificate (JLBC) on 1-D {pde}: AUROC/ACC/FPR/Spearman per OOD family.",

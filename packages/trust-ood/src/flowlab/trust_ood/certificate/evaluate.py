@@ -7,18 +7,21 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 import numpy as np
 import torch
 from torch import nn
 
+from flowlab.core.config import Config
+from flowlab.core.metrics import pearson, spearman
 from flowlab.trust_ood.certificate.baselines import ensemble_score, mc_dropout_score, score_norm_statistic
 from flowlab.trust_ood.certificate.joint_model import JointScoreModel, train_score_model
-from flowlab.trust_ood.certificate.metrics import acc_fpr_at_threshold, auroc, pearson, relative_l1, spearman
-from flowlab.trust_ood.certificate.pde1d import FAMILIES, PDEConfig, PDEData, generate
+from flowlab.trust_ood.certificate.metrics import acc_fpr_at_threshold, auroc, relative_l1
+from flowlab.trust_ood.certificate.pde1d import FAMILIES, PDE, PDEConfig, PDEData, generate
 from flowlab.trust_ood.certificate.regressors import CNN1d, FNO1d, train_regressor
-from flowlab.trust_ood.certificate.score import SPACINGS, DensityModels, ErrorModel, calibrate_threshold, certificate
+from flowlab.trust_ood.certificate.score import DensityModels, ErrorModel, Spacing, calibrate_threshold, certificate
 
 __all__ = [
     "METHODS",
@@ -36,16 +39,22 @@ __all__ = [
 
 OOD_FAMILIES = tuple(f for f in FAMILIES if f != "id")
 #: the regressor backbones a study can train as Psi (and its ensemble)
-REGRESSORS = ("fno", "cnn")
+Regressor = Literal["fno", "cnn"]
+REGRESSORS: tuple[str, ...] = get_args(Regressor)
 #: the scores compared in every table: ours first, then the baselines
 METHODS = ("joint", "input_only", "conditional", "mc_dropout", "ensemble", "score_norm")
 
 
 @dataclass(frozen=True)
-class StudyConfig:
-    """Sizes of one study (the quick benchmark's defaults)."""
+class StudyConfig(Config):
+    """One study: the PDE and its grid size `n`; `train_pairs` ID pairs train the `ensemble_size` regressors (the
+    first is Psi; `regressor`: FNO with `fno_modes` or CNN, `regressor_width` channels, `regressor_steps` steps) and
+    the joint and input-only score models (`score_channels`, VE `sigma`, `score_steps` steps), all in batches of
+    `batch_size`; `calib` held-out ID samples set the thresholds, `test_per_family` samples per family are scored;
+    the likelihood ODE takes `ode_steps` `ode_method` steps on the `ode_spacing` grid with `num_probes` Hutchinson
+    probes; MC dropout takes `mc_passes` passes. `seed` seeds the data sets (a benchmark sets it to the run's)."""
 
-    pde: str = "heat"
+    pde: PDE = "heat"
     n: int = 32
     train_pairs: int = 1000
     calib: int = 32
@@ -57,22 +66,19 @@ class StudyConfig:
     sigma: float = 50.0
     batch_size: int = 64
     ode_steps: int = 16
-    ode_spacing: str = "log_sigma"
+    ode_spacing: Spacing = "log_sigma"
     ode_method: str = "rk4"
     num_probes: int = 2
     mc_passes: int = 20
     fno_modes: int = 8
     regressor_width: int = 16
-    regressor: str = "fno"
+    regressor: Regressor = "fno"
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.regressor not in REGRESSORS:
-            raise ValueError(f"regressor: expected one of {REGRESSORS}, got {self.regressor!r}")
-        if not isinstance(self.ode_steps, int) or self.ode_steps < 1:
+        super().__post_init__()
+        if self.ode_steps < 1:
             raise ValueError(f"ode_steps: expected a positive int, got {self.ode_steps!r}")
-        if self.ode_spacing not in SPACINGS:
-            raise ValueError(f"ode_spacing: expected one of {SPACINGS}, got {self.ode_spacing!r}")
 
     def pde_config(self) -> PDEConfig:
         return PDEConfig.default(self.pde, self.n)
@@ -253,7 +259,7 @@ def save_study(models: StudyModels, directory) -> None:
         torch.save(m.state_dict(), out / f"regressor_{i}.pt")
     torch.save(models.joint.state_dict(), out / "joint.pt")
     torch.save(models.input.state_dict(), out / "input.pt")
-    meta = {"study": asdict(models.config), "param_scale": models.param_scale, "timings": models.timings}
+    meta = {"study": models.config.to_dict(), "param_scale": models.param_scale, "timings": models.timings}
     (out / "config.json").write_text(json.dumps(meta, indent=2))
 
 
@@ -266,9 +272,7 @@ def load_study(directory, *, device="cpu") -> StudyModels:
     if not (src / "config.json").is_file():
         raise FileNotFoundError(f"run: no trained study in {src} (config.json missing); run `flowlab trust train`")
     meta = json.loads((src / "config.json").read_text())
-    study = dict(meta["study"])
-    study["score_channels"] = tuple(study["score_channels"])
-    cfg = StudyConfig(**study)
+    cfg = StudyConfig.from_mapping(meta["study"])
 
     def load(module: nn.Module, name: str) -> nn.Module:
         module.load_state_dict(torch.load(src / name, map_location=device, weights_only=True))

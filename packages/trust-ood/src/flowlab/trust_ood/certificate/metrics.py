@@ -1,4 +1,4 @@
-"""Detection and correlation metrics: AUROC, accuracy/FPR at a threshold, Spearman and Pearson correlation.
+"""Detection metrics: AUROC, accuracy/FPR at a threshold, relative L1 error (correlations are the core's).
 
 Convention: a trust score is higher for more trusted (in-distribution) samples; OOD is the positive class and is
 flagged when score < threshold.
@@ -6,11 +6,11 @@ flagged when score < threshold.
 
 from __future__ import annotations
 
-import math
-
 import torch
 
-__all__ = ["acc_fpr_at_threshold", "auroc", "pearson", "rankdata", "relative_l1", "spearman"]
+from flowlab.core.metrics import rankdata
+
+__all__ = ["acc_fpr_at_threshold", "auroc", "relative_l1"]
 
 
 def _vec(x, name: str) -> torch.Tensor:
@@ -18,21 +18,6 @@ def _vec(x, name: str) -> torch.Tensor:
     if v.numel() < 1 or not bool(torch.isfinite(v).all()):
         raise ValueError(f"{name}: expected a non-empty set of finite values")
     return v
-
-
-def rankdata(x: torch.Tensor) -> torch.Tensor:
-    """1-based ranks with ties given their average rank."""
-    v = _vec(x, "x")
-    order = torch.argsort(v)
-    sorted_v = v[order]
-    ranks = torch.empty_like(v)
-    ranks[order] = torch.arange(1, v.numel() + 1, dtype=torch.float64)
-    uniq, inverse = torch.unique(sorted_v, return_inverse=True)
-    mean_rank = torch.zeros(uniq.numel(), dtype=torch.float64).index_add_(0, inverse, ranks[order])
-    counts = torch.bincount(inverse, minlength=uniq.numel()).to(torch.float64)
-    out = torch.empty_like(v)
-    out[order] = (mean_rank / counts)[inverse]
-    return out
 
 
 def auroc(scores_id: torch.Tensor, scores_ood: torch.Tensor) -> float:
@@ -50,19 +35,6 @@ def acc_fpr_at_threshold(scores_id: torch.Tensor, scores_ood: torch.Tensor, thre
     fpr = float((a < threshold).double().mean())
     tpr = float((b < threshold).double().mean())
     return 0.5 * (1 - fpr + tpr), fpr
-
-
-def pearson(x: torch.Tensor, y: torch.Tensor) -> float:
-    a, b = _vec(x, "x"), _vec(y, "y")
-    if a.shape != b.shape or a.numel() < 2:
-        raise ValueError(f"x, y: expected equal lengths >= 2, got {a.numel()}, {b.numel()}")
-    a, b = a - a.mean(), b - b.mean()
-    den = math.sqrt(float((a * a).sum() * (b * b).sum()))
-    return float((a * b).sum() / den) if den > 0 else float("nan")
-
-
-def spearman(x: torch.Tensor, y: torch.Tensor) -> float:
-    return pearson(rankdata(x), rankdata(y))
 
 
 def relative_l1(prediction: torch.Tensor, target: torch.Tensor, *, floor: float = 0.0) -> torch.Tensor:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -31,7 +32,8 @@ __all__ = [
 ]
 
 FAMILIES = ("id", "high_freq", "bumps", "param_shift")
-PDES = ("heat", "burgers")
+PDE = Literal["heat", "burgers"]
+PDES: tuple[str, ...] = get_args(PDE)
 
 
 @dataclass(frozen=True)

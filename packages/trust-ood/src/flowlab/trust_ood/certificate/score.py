@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 import torch
 from torch import nn
@@ -37,7 +38,8 @@ __all__ = [
 ]
 
 VARIANTS = ("x&y", "x", "y", "y|x", "x|y")
-SPACINGS = ("log_sigma", "tau")
+Spacing = Literal["log_sigma", "tau"]
+SPACINGS: tuple[str, ...] = get_args(Spacing)
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from flowlab.core.metrics.frechet import frechet_distance
+from flowlab.core.train import fit
 from flowlab.vision_gen.kit.data import load_digits_images
 from flowlab.vision_gen.kit.train import cache_dir
 
@@ -44,21 +46,32 @@ class DigitsFeatureNet(nn.Module):
 
 
 def _train(net: DigitsFeatureNet) -> None:
+    """Cross-entropy on the train split through the core `fit`: a fresh permutation each epoch, batches of
+    _CONFIG["batch"] images rolled by one random (dy, dx) in {-1, 0, 1}^2 each."""
     data = load_digits_images(16, split="train")
-    g = torch.Generator().manual_seed(_CONFIG["seed"])
-    opt = torch.optim.Adam(net.parameters(), lr=_CONFIG["lr"])
-    n = len(data)
-    for _ in range(_CONFIG["epochs"]):
-        perm = torch.randperm(n, generator=g)
-        for i in range(0, n, _CONFIG["batch"]):
-            idx = perm[i : i + _CONFIG["batch"]]
-            x = data.x[idx]
-            dx, dy = (int(v) for v in torch.randint(-1, 2, (2,), generator=g))
-            x = torch.roll(x, shifts=(dy, dx), dims=(2, 3))
-            loss = F.cross_entropy(net(x), data.y[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+    n, size = len(data), _CONFIG["batch"]
+    per_epoch = math.ceil(n / size)
+    order: list[torch.Tensor] = []
+
+    def batches(step: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        if step % per_epoch == 0:
+            order[:] = [torch.randperm(n, generator=g)]
+        idx = order[0][(step % per_epoch) * size :][:size]
+        dx, dy = (int(v) for v in torch.randint(-1, 2, (2,), generator=g))
+        return torch.roll(data.x[idx], shifts=(dy, dx), dims=(2, 3)), data.y[idx]
+
+    fit(
+        net,
+        lambda model, batch, g: (F.cross_entropy(model(batch[0]), batch[1]), {}),
+        batches,
+        steps=_CONFIG["epochs"] * per_epoch,
+        optimizer=torch.optim.Adam(net.parameters(), lr=_CONFIG["lr"]),
+        grad_clip=None,
+        device="cpu",
+        generator=torch.Generator().manual_seed(_CONFIG["seed"]),
+        progress=False,
+        log_every=per_epoch,
+    )
 
 
 _NET: dict[str, DigitsFeatureNet] = {}

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import torch
 
+from flowlab.core.losses import ddpm_loss
 from flowlab.core.schedules import DiscreteVP
 from flowlab.core.train import EMA, fit
 from flowlab.vision_gen.kit.nets import DiTField, UNetField, tiny_dit, tiny_unet
 
-__all__ = ["ARCHS", "cache_dir", "epsilon_loss", "train_digits_denoiser"]
+__all__ = ["ARCHS", "cache_dir", "train_digits_denoiser"]
 
 #: the denoiser backbones `train_digits_denoiser` builds
 ARCHS = ("unet", "dit")
@@ -22,19 +23,6 @@ ARCHS = ("unet", "dit")
 def cache_dir() -> Path:
     """$FLOWLAB_CACHE (default ~/.cache/flowlab)."""
     return Path(os.environ.get("FLOWLAB_CACHE", Path.home() / ".cache" / "flowlab"))
-
-
-def epsilon_loss(model: UNetField | DiTField, batch: torch.Tensor, generator: torch.Generator):
-    """DDPM loss: k ~ U{0..K-1}, x_t = alpha x + sigma eps at t = time_of(k), MSE of the predicted eps."""
-    x = batch
-    k = torch.randint(0, model.schedule.num_steps, (x.shape[0],), generator=generator).to(x.device)
-    t = model.schedule.time_of(k.to(torch.float64))
-    out = model.schedule(t)
-    eps = torch.randn(x.shape, generator=generator).to(x.device, x.dtype)
-    a = out.alpha.to(x.dtype).view(-1, 1, 1, 1)
-    s = out.sigma.to(x.dtype).view(-1, 1, 1, 1)
-    loss = torch.mean((model(x=a * x + s * eps, t=t.to(x.device)) - eps) ** 2)
-    return loss, {}
 
 
 def train_digits_denoiser(
@@ -98,7 +86,7 @@ def train_digits_denoiser(
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.05)
     fit(
         field,
-        epsilon_loss,
+        lambda model, x, g: (ddpm_loss(model, x, schedule, generator=g), {}),
         batches,
         steps=steps,
         optimizer=opt,

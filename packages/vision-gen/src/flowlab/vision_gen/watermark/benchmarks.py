@@ -7,7 +7,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from flowlab.core.bench import BenchContext, BenchResult, Scenario
+from flowlab.core.config import Config
 from flowlab.vision_gen.kit.attacks import SMALL_SUITE
 from flowlab.vision_gen.watermark.e2e import run_e2e
 from flowlab.vision_gen.watermark.evaluate import SCHEMES, speed_table, statistics_table
@@ -21,10 +24,23 @@ _PAPER = {
 }
 
 
+@dataclass(frozen=True)
+class StatsBench(Config):
+    """`n` latents per scheme for the statistics; best-of `speed_repeats` for the embed/extract timing."""
+
+    n: int = 2000
+    speed_repeats: int = 20
+
+
+STATS_FULL = StatsBench()
+STATS_QUICK = replace(STATS_FULL, n=1000, speed_repeats=5)
+
+
 def _stats(ctx: BenchContext) -> BenchResult:
-    n = int(ctx.config["n"])
+    cfg: StatsBench = ctx.config
+    n = cfg.n
     table = statistics_table(n, (4, 64, 64), seed=ctx.seed, generator=ctx.generator, device=ctx.device)
-    speed = speed_table(seed=ctx.seed, repeats=int(ctx.config["speed_repeats"]))
+    speed = speed_table(seed=ctx.seed, repeats=cfg.speed_repeats)
     ours = {**table["spherical_random"], **{f"speed_{k}": v for k, v in speed["spherical"].items()}, "n": float(n)}
     baselines = {name: dict(table[name]) for name in SCHEMES if name != "spherical_random"}
     baselines["gs_per_image"].update({f"speed_{k}": v for k, v in speed["gaussian_shading_chacha20"].items()})
@@ -44,7 +60,7 @@ STATS = Scenario(
     package="vision",
     method="watermark",
     run=_stats,
-    variants={"quick": {"n": 1000, "speed_repeats": 5}, "full": {"n": 2000, "speed_repeats": 20}},
+    variants={"quick": STATS_QUICK, "full": STATS_FULL},
     directions=_DIRECTIONS,
     description="Gaussianity of watermarked initial latents at SD scale (KS, chi2 of block norms, moments, third "
     "moments, covariance and sign-covariance top eigenvalue vs the Marchenko-Pastur edge, logistic-regression "
@@ -53,23 +69,35 @@ STATS = Scenario(
 )
 
 
-_FULL_ATTACKS = ("clean", *SMALL_SUITE)
-#: the model learns digits in [-0.75, 0.75] plus N(0, 0.1^2) noise (see e2e.py for why)
-_E2E_DATA = {"dither": 0.1, "data_range": 0.75}
+@dataclass(frozen=True)
+class E2EBench(Config):
+    """`n` images per scheme through the attacks, `fd_n` per set for the digits-FD, the digits model's training
+    steps; the model learns digits in [-data_range, data_range] plus N(0, dither^2) noise (see e2e.py for why)."""
+
+    n: int = 1000
+    fd_n: int = 1000
+    train_steps: int = 4000
+    attacks: tuple[str, ...] = ("clean", *SMALL_SUITE)
+    dither: float = 0.1
+    data_range: float = 0.75
+
+
+E2E_FULL = E2EBench()
+E2E_QUICK = replace(E2E_FULL, n=32, fd_n=64, train_steps=1500)
 
 
 def _e2e(ctx: BenchContext) -> BenchResult:
-    cfg = ctx.config
+    cfg: E2EBench = ctx.config
     res = run_e2e(
-        n=int(cfg["n"]),
-        fd_n=int(cfg["fd_n"]),
-        train_steps=int(cfg["train_steps"]),
-        attacks=tuple(cfg["attacks"]),
+        n=cfg.n,
+        fd_n=cfg.fd_n,
+        train_steps=cfg.train_steps,
+        attacks=cfg.attacks,
         seed=ctx.seed,
         generator=ctx.generator,
         device=ctx.device,
-        dither=float(cfg["dither"]),
-        data_range=float(cfg["data_range"]),
+        dither=cfg.dither,
+        data_range=cfg.data_range,
     )
     return BenchResult(
         metrics=res["spherical"],
@@ -86,10 +114,7 @@ E2E = Scenario(
     package="vision",
     method="watermark",
     run=_e2e,
-    variants={
-        "quick": {**_E2E_DATA, "n": 32, "fd_n": 64, "train_steps": 1500, "attacks": _FULL_ATTACKS},
-        "full": {**_E2E_DATA, "n": 1000, "fd_n": 1000, "train_steps": 4000, "attacks": _FULL_ATTACKS},
-    },
+    variants={"quick": E2E_QUICK, "full": E2E_FULL},
     directions={"clean_bit_acc": "max", "clean_tpr1": "max", "clean_auc": "max", "fd_vs_clean": "min"},
     description="Tiny 16x16 digits UNet (DiscreteVP.linear, epsilon) on dithered digits: 50-step DPM-Solver++(2M) "
     "generation, attacks, 50-step DDIM inversion; bit accuracy, raw BER, AUC and TPR@1%FPR per attack for "

@@ -1,0 +1,101 @@
+"""The typed settings shared by the WFR-FM scenarios: `WFRBench` (its defaults are the full variant), the quick
+variant derived from a full one, the metric directions and the paper's label."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+from flowlab.biology_dynamics.wfr_fm.model import WFRConfig
+from flowlab.biology_dynamics.wfr_fm.neural_ode_growth import NeuralODEConfig
+from flowlab.biology_dynamics.wfr_fm.ot_cfm import OTCFMConfig
+from flowlab.biology_dynamics.wfr_fm.uot_cfm import UOTCFMConfig
+from flowlab.core.config import Config
+
+__all__ = ["DIRECTIONS", "PAPER", "WFRBench", "quick", "with_matching"]
+
+PAPER = "WFR-FM [paper, unverified]"
+
+DIRECTIONS = {
+    "w1_mean": "min",
+    "tmv_mean": "min",
+    "growth_corr": "max",
+    "holdout_w1_t1": "min",
+    "holdout_w1_t2": "min",
+    "train_seconds": "min",
+    "speedup_to_w1": "max",
+    "speedup_to_wfr_w1": "max",
+    "speedup_to_w1_rk4": "max",
+    "speedup_to_wfr_w1_rk4": "max",
+}
+
+_WIDE = (256,) * 5
+
+
+@dataclass(frozen=True)
+class WFRBench(Config):
+    """Settings of a WFR-FM scenario; the defaults are the full variant's.
+
+    `wfr`, `ot_cfm`, `uot_cfm`: the matching methods, trained with one width, length and batch (see
+    `with_matching`); UOT-CFM reuses WFR-FM's plan, so their deltas must agree. `neural_ode`: the simulation-trained
+    baseline as the spec and TIGON train it (the adjoint of adaptive dopri5); `neural_ode_rk4`: our faster variant
+    (backpropagation through fixed-step rk4: about 4x less time per step at a similar W1 on gene and EMT); the
+    speed-up is reported against both, the rk4 one under the suffix "_rk4". `threads`: torch threads while the
+    scenario runs (None: unchanged); `curve_points`: evenly and log-spaced steps of each W1-vs-time curve."""
+
+    wfr: WFRConfig = field(
+        default_factory=lambda: WFRConfig(v_hidden=_WIDE, g_hidden=(256,) * 3, iters=3000, batch=256, plan_iters=1000)
+    )
+    ot_cfm: OTCFMConfig = field(default_factory=lambda: OTCFMConfig(v_hidden=_WIDE, iters=3000, batch=256))
+    uot_cfm: UOTCFMConfig = field(
+        default_factory=lambda: UOTCFMConfig(v_hidden=_WIDE, iters=3000, batch=256, plan_iters=1000)
+    )
+    neural_ode: NeuralODEConfig = field(
+        default_factory=lambda: NeuralODEConfig(
+            v_hidden=(128,) * 3, g_hidden=(128,) * 2, iters=1500, batch=256, solver="dopri5", adjoint=True
+        )
+    )
+    neural_ode_rk4: NeuralODEConfig = field(
+        default_factory=lambda: NeuralODEConfig(
+            v_hidden=(128,) * 3, g_hidden=(128,) * 2, iters=1500, batch=256, solver="rk4", step_size=0.05
+        )
+    )
+    threads: int | None = 1
+    curve_points: int = 30
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.uot_cfm.delta != self.wfr.delta:
+            raise ValueError(
+                f"uot_cfm.delta: expected wfr.delta = {self.wfr.delta} (UOT-CFM reuses WFR-FM's plan), "
+                f"got {self.uot_cfm.delta}"
+            )
+        if self.curve_points < 1:
+            raise ValueError(f"curve_points: expected a positive count, got {self.curve_points}")
+
+
+B = TypeVar("B", bound=WFRBench)
+
+
+def with_matching(bench: B, **values: Any) -> B:
+    """`bench` with `values` set in every matching method's config that has the field (OT-CFM has no delta,
+    g_hidden or plan_iters)."""
+
+    def update(cfg: Config) -> Config:
+        names = {f.name for f in dataclasses.fields(cfg)}
+        return replace(cfg, **{k: v for k, v in values.items() if k in names})
+
+    return replace(bench, wfr=update(bench.wfr), ot_cfm=update(bench.ot_cfm), uot_cfm=update(bench.uot_cfm))
+
+
+def quick(full: B) -> B:
+    """The quick variant of a full one: the networks, lengths and batches of a CPU run of a few minutes."""
+    small = with_matching(full, v_hidden=(128,) * 3, g_hidden=(128,) * 2, iters=500, batch=128, plan_iters=300)
+    ode = {"v_hidden": (64,) * 3, "g_hidden": (64,) * 2, "iters": 80, "batch": 128}
+    return replace(
+        small,
+        neural_ode=replace(full.neural_ode, **ode),
+        neural_ode_rk4=replace(full.neural_ode_rk4, **ode),
+        curve_points=20,
+    )

@@ -1,0 +1,44 @@
+"""The benchmark protocol's helpers: typed scenario variants and the plotting helper."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import matplotlib
+import numpy as np
+import pytest
+from matplotlib.image import imread
+
+from flowlab.core.bench import BenchResult, Scenario, figure
+from flowlab.core.config import Config
+
+
+@dataclass(frozen=True)
+class Sizes(Config):
+    n: int = 10
+
+
+def test_figure_writes_a_png_of_the_requested_size_and_panels(tmp_path):
+    path = tmp_path / "sub" / "panels.png"
+    with figure(path, ncols=3, size=(6.0, 2.0), dpi=50) as (fig, axes):
+        assert axes.shape == (3,) and fig.get_size_inches().tolist() == [6.0, 2.0]
+        assert matplotlib.rcParams["axes.spines.top"] is False  # the project style, wherever the process runs
+        axes[0].imshow(np.eye(4))
+        axes[1].plot([0, 1], [1, 0])
+    assert imread(path).shape == (100, 300, 4)  # a PNG of size x dpi pixels, RGBA
+    with figure(tmp_path / "one.png") as (_, ax):
+        ax.bar([0, 1], [1, 2])
+    assert (tmp_path / "one.png").stat().st_size > 0
+
+
+def test_a_failing_plot_writes_no_file(tmp_path):
+    with pytest.raises(ZeroDivisionError), figure(tmp_path / "bad.png") as (_, ax):
+        ax.plot([0], [1 / 0])
+    assert not (tmp_path / "bad.png").exists()
+
+
+def test_scenario_variants_are_instances_of_one_config_type():
+    ok = Scenario("core.x.y", "core", "x", lambda ctx: BenchResult({}), {"quick": Sizes(1), "full": Sizes()}, {})
+    assert ok.variants["quick"].n == 1
+    with pytest.raises(ValueError, match="one Config subclass"):
+        Scenario("core.x.y", "core", "x", lambda ctx: BenchResult({}), {"quick": {"n": 1}, "full": Sizes()}, {})

@@ -1,0 +1,100 @@
+"""Alanine dipeptide in implicit solvent (AMBER ff96, OBC1): the shipped files, the (phi, psi) torsions and their
+bias, the spec's basin boxes (§6.2), and Delta F between basins from samples or from an FES on the torsion grid."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from flowlab.datasets import path
+from flowlab.molecular.wt_asbs.analysis import delta_f_from_samples
+from flowlab.molecular.wt_asbs.bias import BiasConfig, WellTemperedBias
+from flowlab.molecular.wt_asbs.cvs import CVSet, TorsionCV
+
+__all__ = [
+    "ALDP_BASINS",
+    "DATASET",
+    "INPCRD",
+    "PHI",
+    "PRMTOP",
+    "PSI",
+    "aldp_files",
+    "basin_df_from_fes",
+    "basin_df_from_samples",
+    "basins_visited",
+    "torsion_bias",
+    "torsion_cvs",
+]
+
+#: the data set and its files (relative to the data set's folder)
+DATASET = "alanine_dipeptide"
+PRMTOP = "openmm_tests/alanine-dipeptide-implicit.prmtop"
+INPCRD = "openmm_tests/alanine-dipeptide-implicit.inpcrd"
+#: atom indices of the phi and psi torsions
+PHI, PSI = (4, 6, 8, 14), (6, 8, 14, 16)
+#: (phi, psi) boxes in radians (spec §6.2).
+ALDP_BASINS = {
+    "C7eq": ((-2.5, -0.5), (0.3, 2.0)),
+    "C7ax": ((0.5, 2.0), (-2.0, -0.3)),
+    "aR": ((-2.5, -0.5), (-2.0, -0.3)),
+    "aL": ((0.3, 1.5), (0.0, 1.5)),
+}
+
+
+def aldp_files(data_root: Path | str | None = None) -> tuple[Path, Path]:
+    """(prmtop, inpcrd) of the `alanine_dipeptide` data set under `data_root` (default: `$FLOWLAB_DATA`);
+    FileNotFoundError naming the missing file."""
+    return path(DATASET, PRMTOP, data_root=data_root), path(DATASET, INPCRD, data_root=data_root)
+
+
+def torsion_cvs() -> CVSet:
+    """The CVs (phi, psi), radians."""
+    return CVSet([TorsionCV(PHI), TorsionCV(PSI)])
+
+
+def torsion_bias(config: BiasConfig, kT: float) -> WellTemperedBias:
+    """An empty periodic bias over (phi, psi) in [-pi, pi)^2 (energies in kJ/mol, `kT` likewise)."""
+    return config.build((-math.pi, -math.pi), (math.pi, math.pi), kT=kT, periodic=True)
+
+
+def basin_df_from_samples(phi_psi: np.ndarray, weights: np.ndarray | None, kT: float) -> dict[str, float]:
+    """Delta F (kJ/mol) of each basin relative to C7eq from (weighted) samples phi_psi: (N, 2), weights: (N,) or
+    None; pseudo-count 0.5 for empty ones."""
+    s = torch.as_tensor(phi_psi, dtype=torch.float64)
+    w = None if weights is None else torch.as_tensor(weights, dtype=torch.float64)
+    ref = ALDP_BASINS["C7eq"]
+    return {
+        f"dF_{k}": kT * delta_f_from_samples(s, ref, box, weights=w) for k, box in ALDP_BASINS.items() if k != "C7eq"
+    }
+
+
+def basin_df_from_fes(fes: np.ndarray, kT: float) -> dict[str, float]:
+    """Delta F (kJ/mol) between basins from an FES on a (G, G) grid over [-pi, pi]^2 (OpenMM order: psi, phi)."""
+    g = fes.shape[0]
+    nodes = np.linspace(-math.pi, math.pi, g)
+    f = torch.as_tensor(fes, dtype=torch.float64)  # OpenMM: fes[i_psi, i_phi]
+    phi, psi = np.meshgrid(nodes, nodes)
+
+    def logmass(box):
+        (p0, p1), (q0, q1) = box
+        mask = torch.as_tensor((phi >= p0) & (phi <= p1) & (psi >= q0) & (psi <= q1))
+        return torch.logsumexp(-f[mask] / kT, 0)
+
+    ref = logmass(ALDP_BASINS["C7eq"])
+    return {f"dF_{k}": float(kT * (ref - logmass(box))) for k, box in ALDP_BASINS.items() if k != "C7eq"}
+
+
+def basins_visited(phi_psi: np.ndarray) -> float:
+    """How many of the basin boxes hold at least 3 of the samples phi_psi: (N, 2)."""
+    return float(
+        sum(
+            (
+                ((phi_psi[:, 0] >= p0) & (phi_psi[:, 0] <= p1) & (phi_psi[:, 1] >= q0) & (phi_psi[:, 1] <= q1)).sum()
+                >= 3
+                for (p0, p1), (q0, q1) in ALDP_BASINS.values()
+            )
+        )
+    )

@@ -1,0 +1,69 @@
+"""`flowlab molecular sample|metad|evaluate` on tiny budgets."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+import torch
+from typer.testing import CliRunner
+
+from flowlab.molecular.cli import app
+from flowlab.molecular.wt_asbs.asbs import ASBSConfig
+from flowlab.molecular.wt_asbs.benchmarks.sn2 import SN2
+from flowlab.molecular.wt_asbs.benchmarks.toy import TOY
+
+
+def test_cli_metad_then_evaluate(tmp_path, aldp_root):
+    runner = CliRunner()
+    run = tmp_path / "metad"
+    res = runner.invoke(app, ["metad", "--steps", "1000", "--out", str(run), "--data-root", str(aldp_root)])
+    assert res.exit_code == 0, res.output
+    assert (run / "fes.pt").is_file() and (run / "config.json").is_file()
+    res = runner.invoke(app, ["evaluate", str(run)])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output.strip().splitlines()[-1])
+    assert report["energy_evals"] == 1000 and math.isfinite(report["dF_aR_kjmol"])
+    res = runner.invoke(app, ["evaluate", str(tmp_path)])
+    assert res.exit_code != 0 and "config.json" in res.output
+
+
+def test_cli_sample_then_evaluate_sn2(tmp_path, monkeypatch, tiny_sn2):
+    monkeypatch.setitem(SN2.variants, "quick", tiny_sn2)
+    runner = CliRunner()
+    run = tmp_path / "sn2"
+    res = runner.invoke(app, ["sample", "--system", "sn2", "--n", "16", "--out", str(run)])
+    assert res.exit_code == 0, res.output
+    assert json.loads((run / "config.json").read_text())["energy_evals"] == 2 * 8  # no path weights on molecules
+    res = runner.invoke(app, ["evaluate", str(run)])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output.strip().splitlines()[-1])
+    assert report["system"] == "sn2" and set(report["well_fractions"]) == {"reactant", "product"}
+
+
+def test_cli_toy_sample_then_evaluate_with_each_weighting(tmp_path, monkeypatch):
+    quick = TOY.variants["quick"]
+    tiny = ASBSConfig(stages="AC", adjoint_epochs=2, corrector_epochs=1, steps_per_epoch=2, sde_steps=10,
+                      skip_epochs=0, new_samples=32)  # fmt: skip
+    monkeypatch.setitem(TOY.variants, "quick", replace(quick, sampler=replace(quick.sampler, asbs=tiny)))
+    runner = CliRunner()
+
+    def evaluate(run, *extra):
+        res = runner.invoke(app, ["evaluate", str(run), *extra])
+        assert res.exit_code == 0, res.output
+        return json.loads(res.output.strip().splitlines()[-1])
+
+    for bias in ("on", "off"):
+        run = tmp_path / bias
+        res = runner.invoke(app, ["sample", "--system", "four-well", "--bias", bias, "--n", "64", "--out", str(run)])
+        assert res.exit_code == 0, res.output
+        assert torch.load(run / "samples.pt", weights_only=True)["log_w"].shape == (64,)
+        report = evaluate(run)
+        assert report["weights"] == "path" and 0 < report["ess_frac"] <= 1 and math.isfinite(report["dF_kT"])
+        assert evaluate(run, "--weights", "none")["weights"] == "none"
+    assert evaluate(tmp_path / "on", "--weights", "bias")["weights"] == "bias"
+    res = runner.invoke(app, ["evaluate", str(tmp_path / "off"), "--weights", "bias"])
+    assert res.exit_code != 0 and "WT-ASBS" in res.output
+    res = runner.invoke(app, ["evaluate", str(tmp_path / "on"), "--weights", "exp"])
+    assert res.exit_code != 0 and "--weights" in res.output
