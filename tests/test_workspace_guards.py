@@ -70,12 +70,12 @@ def test_every_method_folder_in_design_exists_with_a_short_readme_and_results():
 def test_test_files_are_named_for_their_package_and_an_area_that_exists():
     for member in MEMBERS:
         name, src = _member_package(member)
-        areas = {"cli", "environment", "api"} | {p.stem for p in src.rglob("*") if p.name != "__init__.py"}
+        areas = {"cli", "environment", "api", "gpu"} | {p.stem for p in src.rglob("*") if p.name != "__init__.py"}
         for test in (ROOT / member / "tests").glob("test_*.py"):
             rest = test.stem.removeprefix(f"test_{name}_")
             assert rest != test.stem and any(rest == a or rest.startswith(a + "_") for a in areas), (
                 f"{test.relative_to(ROOT)}: expected test_{name}_<area>[_*].py with <area> a module or folder of "
-                f"flowlab.{name} (or cli, environment, api)"
+                f"flowlab.{name} (or cli, environment, api, gpu)"
             )
 
 

@@ -101,3 +101,39 @@ def test_bench_writes_results_report_and_plot(tmp_path):
     ):
         assert key in records[0]
     assert (out / "report.md").is_file() and list((out / "plots").glob("*.png"))
+    html = (out / "report.html").read_text()
+    assert html.startswith("<!DOCTYPE html>") and "data:image/png;base64," in html  # plots inlined
+    assert "<table>" in html and "core.solvers" in html
+
+
+def test_list_fits_80_columns_and_marks_the_suites():
+    res = flowlab("bench", "--list", env={"COLUMNS": "200"})
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    rows = [line for line in lines if line.startswith(("core.", "vision.", "mol.", "rl.", "bio.", "crowd.", "trust."))]
+    assert len(rows) >= 20 and all(line.split()[2][1:] == "sqf" for line in rows)  # every scenario: smoke, quick, full
+    assert "Gaussianity" not in res.stdout
+    assert "Gaussianity" in flowlab("bench", "--list", "--verbose", "--only", "vision.watermark.stats").stdout
+
+
+def test_dry_run_prints_the_default_plan_and_runs_nothing(tmp_path):
+    res = flowlab("bench", "--dry-run", env={"FLOWLAB_CACHE": str(tmp_path / "cache")}, cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "plan: suite default" in res.stdout and "vision.watermark.e2e" in res.stdout
+    assert "vision.digits_denoiser" in res.stdout and "build" in res.stdout  # a cold cache: the teacher is built
+    assert "crowd.envsocial.gc" not in res.stdout  # not a headline case
+    assert not (tmp_path / "results").exists() and not (tmp_path / "cache").exists()
+
+
+def test_cache_list_and_clear(tmp_path):
+    env = {"FLOWLAB_CACHE": str(tmp_path)}
+    entry = tmp_path / "artifacts" / "core.toy" / "0123456789abcdef"
+    entry.mkdir(parents=True)
+    (entry / "manifest.json").write_text(json.dumps({"name": "core.toy", "key": entry.name, "build_seconds": 3}))
+    listed = flowlab("cache", "list", env=env)
+    assert listed.returncode == 0 and "core.toy" in listed.stdout and "1 artifact(s)" in listed.stdout
+    unknown = flowlab("cache", "clear", "vision.nothing", env=env)
+    assert unknown.returncode == 2 and "no cached artifact named 'vision.nothing'" in unknown.stdout
+    cleared = flowlab("cache", "clear", env=env)
+    assert cleared.returncode == 0 and "removed 1" in cleared.stdout and not entry.exists()

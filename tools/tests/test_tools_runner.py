@@ -9,9 +9,10 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from flowlab.core.bench import BenchResult, Scenario, require_file
+from flowlab.core.artifacts import Artifact
+from flowlab.core.bench import BenchResult, Claim, Scenario, require_file
 from flowlab.core.config import Config
-from flowlab.tools.bench.discovery import SelectionError, select
+from flowlab.tools.bench.discovery import SelectionError, discover, select
 from flowlab.tools.bench.report import write_report
 from flowlab.tools.bench.runner import ratios, run_all
 
@@ -158,3 +159,64 @@ def test_scenario_validates_its_declaration():
     for untyped in ({"quick": {"n": 1}, "full": {"n": 2}}, {"quick": Tiny(), "full": Other()}):
         with pytest.raises(ValueError, match="one Config subclass"):
             Scenario(name="core.m.c", package="core", method="m", run=_ok, variants=untyped, directions={})
+
+
+def _build_count(cfg: Tiny, folder) -> None:
+    (folder / "n.txt").write_text(str(cfg.n))
+    with open(folder.parent.parent / "builds.log", "a") as f:
+        f.write("built\n")
+
+
+def test_artifacts_are_built_once_per_run_on_their_own_row_and_reused_next_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("FLOWLAB_CACHE", str(tmp_path / "cache"))
+    art = Artifact("core.tiny_table", build=_build_count, config=Tiny(n=3), expected_seconds=1.0)
+    needs = [
+        Scenario(name=f"core.needs.{k}", package="core", method="needs", run=_ok,
+                 variants={"quick": Tiny(), "full": Tiny()}, directions={}, requires=lambda cfg, device: (art,))
+        for k in ("a", "b")
+    ]  # fmt: skip
+    first = run_all(needs, seeds=[0], variant="quick", device=torch.device("cpu"), out_dir=tmp_path, data_root=None)
+    rows = [r for r in first if r.kind == "artifact"]
+    assert [(r.name, r.status, r.message) for r in rows] == [("core.tiny_table", "ok", "built")]
+    second = run_all(needs, seeds=[0], variant="quick", device=torch.device("cpu"), out_dir=tmp_path, data_root=None)
+    assert [r.message for r in second if r.kind == "artifact"] == ["cached"]
+    assert (tmp_path / "cache/artifacts/builds.log").read_text() == "built\n"
+    text = write_report([r.to_json() for r in second], tmp_path).read_text()
+    assert "## Artifacts: 0 built, 1 reused from the cache" in text
+
+
+def _claimed(ctx):
+    return BenchResult(metrics={"err": 0.1 * (ctx.seed + 1)}, baselines={"base": {"err": 1.0}, "worse": {"err": 2.0}},
+                       references={"Paper [paper]": {"err": 0.05}})  # fmt: skip
+
+
+def test_report_opens_with_one_headline_row_per_method_and_the_claims_verdict(tmp_path):
+    claim = Claim("error at most 1/4 of the baseline's", "err", "<=", 0.25, baseline="base")
+    scenario = Scenario(name="core.claimed.case", package="core", method="claimed", run=_claimed,
+                        variants={"quick": Tiny(), "full": Tiny()}, directions={"err": "min"}, headline=True,
+                        claim=claim)  # fmt: skip
+    records = run_all([scenario], seeds=[0, 1, 2], variant="quick", device=torch.device("cpu"), out_dir=tmp_path,
+                      data_root=None)  # fmt: skip
+    assert [r.claim["held"] for r in records] == [True, True, False]  # 0.1, 0.2, 0.3 against 0.25
+    text = write_report([r.to_json() for r in records], tmp_path).read_text()
+    head = text.split("## Headline: one row per method")[1].split("##")[0]
+    assert "| claimed | `core.claimed.case` | err | 0.2 ± 0.1 | 1 ± 0 (base) | 0.05 (Paper [paper]) |" in head
+    assert "| 2/3 seeds |" in head
+    html = (tmp_path / "report.html").read_text()
+    assert "<table>" in html and "data:image/png;base64," in html and 'src="plots/' not in html
+
+
+def test_jobs_two_give_the_seeded_metrics_of_one_process(tmp_path):
+    """Two cheap registered scenarios, two seeds, in two spawned workers against this process."""
+    chosen = [s for s in discover().scenarios if s.name in ("core.solvers", "core.likelihood")]
+    kwargs = {"seeds": [0, 1], "variant": "smoke", "device": torch.device("cpu"), "data_root": None}
+    serial = run_all(chosen, jobs=1, out_dir=tmp_path / "a", **kwargs)
+    parallel = run_all(chosen, jobs=2, out_dir=tmp_path / "b", **kwargs)
+
+    def seeded(records):
+        timing = ("seconds", "_ms", "speedup")  # wall-clock readings differ between processes by nature
+        return {(r.name, r.seed): {k: v for k, v in r.metrics.items() if not any(w in k for w in timing)}
+                for r in records}  # fmt: skip
+
+    assert len(parallel) == 4 and all(r.status == "ok" for r in parallel)
+    assert seeded(serial) == seeded(parallel)

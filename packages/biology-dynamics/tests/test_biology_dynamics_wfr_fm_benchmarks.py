@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import anndata as ad
+import numpy as np
+import pandas as pd
 import pytest
 
 from flowlab.biology_dynamics.benchmarks import SCENARIOS
@@ -13,6 +16,7 @@ from flowlab.biology_dynamics.wfr_fm.benchmarks.curves import curve_steps, time_
 from flowlab.biology_dynamics.wfr_fm.benchmarks.emt import EMTBench
 from flowlab.biology_dynamics.wfr_fm.benchmarks.gene import GeneBench
 from flowlab.biology_dynamics.wfr_fm.benchmarks.settings import WFRBench, quick, with_matching
+from flowlab.biology_dynamics.wfr_fm.data import subsample_cells
 from flowlab.biology_dynamics.wfr_fm.model import WFRConfig, WFRFlowMatching
 from flowlab.biology_dynamics.wfr_fm.neural_ode_growth import GrowthNeuralODE
 
@@ -27,6 +31,9 @@ def test_scenarios_are_registered_with_typed_variants():
         assert type(q).from_mapping(q.to_dict()) == q  # what results.jsonl records rebuilds the variant
         assert q.wfr.delta == q.uot_cfm.delta == f.wfr.delta == {"bio.wfr_fm.gene": 1.5}.get(name, 2.0)
         assert q.wfr.iters < f.wfr.iters and q.neural_ode.iters < f.neural_ode.iters
+        smoke = s.variants["smoke"]
+        assert type(smoke) is kinds[name] and smoke.wfr.delta == q.wfr.delta and smoke.wfr.iters < q.wfr.iters
+        assert q.cell_fraction == f.cell_fraction == 1 and smoke.cell_fraction < 1  # quick and full keep every cell
 
 
 def test_variants_hold_the_configs_the_cli_builds_models_from():
@@ -61,3 +68,16 @@ def test_w1_curve_steps_resolve_early_crossings():
     assert len([s for s in steps if s < 25]) >= 5  # log-spaced points inside the first even interval
     points = [(0.5, 0.9), (1.0, 0.2), (2.0, 0.1)]
     assert time_to(points, 0.2) == 1.0 and math.isnan(time_to(points, 0.05))  # never reached
+
+
+def test_subsample_cells_keeps_the_same_share_of_every_time_point():
+    t = np.repeat([0.0, 1.0, 2.0], [40, 80, 20])
+    obs = pd.DataFrame({"time": t}, index=[f"c{i}" for i in range(t.size)])
+    adata = ad.AnnData(X=np.arange(t.size, dtype=np.float32)[:, None], obs=obs)
+    assert subsample_cells(adata, 1.0) is adata
+    small = subsample_cells(adata, 0.25, seed=3)
+    assert np.unique(small.obs["time"], return_counts=True)[1].tolist() == [10, 20, 5]  # the counts keep the growth
+    assert np.all(np.diff(small.X[:, 0]) > 0)  # file order kept
+    assert np.array_equal(small.X, subsample_cells(adata, 0.25, seed=3).X)
+    with pytest.raises(ValueError, match="fraction"):
+        subsample_cells(adata, 0.0)

@@ -10,7 +10,6 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from flowlab.crowd_sim.benchmarks import SCENARIOS
 from flowlab.crowd_sim.cli import app
 
 ROOT = Path(os.environ.get("FLOWLAB_DATA", "/nonexistent"))
@@ -63,9 +62,3 @@ def test_bad_invocations_name_the_problem(tmp_path):
     for args, message in cases:
         res = runner.invoke(app, args)
         assert res.exit_code == 2 and message in " ".join(res.output.replace("│", " ").split()), res.output
-
-
-def test_scenarios_are_registered_with_both_variants():
-    assert {s.name for s in SCENARIOS} == {"crowd.envsocial.ucy", "crowd.envsocial.gc"}
-    for s in SCENARIOS:
-        assert {"quick", "full"} <= set(s.variants) and s.directions["mae"] == "min"

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from flowlab.crowd_sim.features import FeatureConfig, SceneEnvironment, neighbours, similarities
+from flowlab.crowd_sim.envsocial_diff.features import FeatureConfig, SceneEnvironment, neighbours, similarities
 
 
 def _brute_force(pos, vel, batch, cfg):

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from flowlab.crowd_sim.envsocial import EnvSocialDiff, scene_categories
-from flowlab.crowd_sim.features import FeatureConfig
-from flowlab.crowd_sim.model import EnvSocialConfig
+from flowlab.crowd_sim.envsocial_diff.features import FeatureConfig
+from flowlab.crowd_sim.envsocial_diff.model import EnvSocialConfig
+from flowlab.crowd_sim.envsocial_diff.objective import training_frames
+from flowlab.crowd_sim.envsocial_diff.simulator import EnvSocialDiff, scene_categories
+from flowlab.crowd_sim.envsocial_diff.train import TrainConfig, calibrate, train, train_best_of, validation_mae
 from flowlab.crowd_sim.simulate import InitialStates, StepState, simulate
-from flowlab.crowd_sim.train import TrainConfig, calibrate, train, train_best_of, training_frames, validation_mae
 
 SMALL = {
     "hist_hidden": 16,
@@ -36,8 +37,8 @@ def _image() -> np.ndarray:
 
 def _model(scene, ablation="full", seed=0, **kw) -> EnvSocialDiff:
     torch.manual_seed(seed)
-    cfg = EnvSocialConfig.ablation(
-        ablation, categories=scene_categories(scene), features=FeatureConfig(env_radius=20.0), **{**SMALL, **kw}
+    cfg = EnvSocialConfig(**{**SMALL, **kw}).with_ablation(
+        ablation, categories=scene_categories(scene), features=FeatureConfig(env_radius=20.0)
     )
     model = EnvSocialDiff(cfg)
     for p in model.denoiser.parameters():  # a random, non-trivial network (the head starts at zero)
@@ -187,7 +188,7 @@ def test_train_best_of_keeps_the_initialisation_with_the_lowest_validation_mae(s
     cfg = TrainConfig(epochs=2, batch_frames=16)
 
     def build():
-        return EnvSocialDiff(EnvSocialConfig.ablation("full", categories=scene_categories(scene), **SMALL))
+        return EnvSocialDiff(EnvSocialConfig(**SMALL).with_ablation("full", categories=scene_categories(scene)))
 
     before = torch.random.get_rng_state()
     model, scores = train_best_of(build, scene, [train_w], val_w, cfg, seeds=[3, 4, 5], sample_steps=4,
@@ -215,7 +216,7 @@ def test_bad_inputs_raise_clear_errors(scene, crossing, tmp_path):
     with pytest.raises(ValueError, match="sample_steps"):
         model.policy(scene, sampler="ddim", sample_steps=99)
     with pytest.raises(ValueError, match="ablation"):
-        EnvSocialConfig.ablation("everything")
+        EnvSocialConfig().with_ablation("everything")
     with pytest.raises(FileNotFoundError, match="checkpoint"):
         EnvSocialDiff.load(tmp_path / "missing.pt")
     torch.save({"weights": torch.zeros(1)}, tmp_path / "other.pt")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from flowlab.crowd_sim.baselines import constant_velocity
-from flowlab.crowd_sim.predict import evaluate_prediction, predict
+from flowlab.crowd_sim.envsocial_diff.baselines import constant_velocity
+from flowlab.crowd_sim.envsocial_diff.predict import evaluate_prediction, predict
 from flowlab.crowd_sim.simulate import StepState, recorded_kinematics
 
 

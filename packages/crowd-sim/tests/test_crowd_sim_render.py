@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 
 from flowlab.crowd_sim.data import Boxes, Scene, load_scene
-from flowlab.crowd_sim.render import plot_alignment, render
+from flowlab.crowd_sim.render import plot_alignment, plot_rollouts, render
 
 ROOT = Path(os.environ.get("FLOWLAB_DATA", "/nonexistent"))
 
@@ -77,3 +77,14 @@ def test_plot_alignment_on_real_scenes(tmp_path, scene_name):
     path = plot_alignment(scene, window, tmp_path / "alignment.png")
     with Image.open(path) as image:
         assert image.size == (800, 600)
+
+
+def test_plot_rollouts_draws_one_panel_per_entry(tmp_path, crossing):
+    panels = {"recorded": crossing.positions, "shifted": crossing.positions + 0.5}
+    path = plot_rollouts(tiny_scene(), crossing, panels, tmp_path / "rollouts.png")
+    with Image.open(path) as image:
+        assert image.size == (720, 360)  # 4.5 in per panel at 80 dpi
+    with pytest.raises(ValueError, match="panels"):
+        plot_rollouts(tiny_scene(), crossing, {"cut": crossing.positions[:5]}, tmp_path / "x.png")
+    with pytest.raises(ValueError, match="panels"):
+        plot_rollouts(tiny_scene(), crossing, {}, tmp_path / "x.png")

@@ -61,3 +61,15 @@ def test_online_replay_samplers_share_one_buffer():
             assert (batch["obs"].abs().sum(1) > 0).all()  # Pendulum observations are never all zero
     assert replay.size == 140
     replay.close()
+
+
+def test_online_replay_caps_its_episodes_at_max_episode_steps():
+    data = collect("Pendulum-v1", "random", 100, seed=0)
+    cfg = AgentConfig(method="td", hidden=(8,), num_action_samples=2)
+    agent = make_agent(cfg, obs_dim=3, act_dim=1, reward_range=(-2.0, 0.0), seed=0)
+    replay = OnlineReplay(data, agent, "Pendulum-v1", steps=25, seed=0, n_envs=2, max_episode_steps=10)
+    sample, g = replay.sampler(16), torch.Generator().manual_seed(0)
+    for step in range(25):
+        sample(step, g)
+    assert len(replay.episode_returns) == 2 * 2  # two 10-step episodes per copy; Pendulum's own limit is 200
+    replay.close()

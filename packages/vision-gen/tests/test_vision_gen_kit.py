@@ -4,20 +4,25 @@ core DDIM / DPM-Solver++ on them against diffusers."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 
+from flowlab.core.artifacts import is_cached
 from flowlab.core.grids import trailing
 from flowlab.core.losses import ddpm_loss
 from flowlab.core.schedules import DiscreteVP
 from flowlab.vision_gen.kit import (
     SMALL_SUITE,
+    DigitsDenoiserConfig,
     DiTField,
     UNetField,
     apply_suite,
     compose,
+    digits_denoiser,
+    digits_denoiser_artifact,
     digits_split_indices,
     generate,
     invert_to_noise,
@@ -115,14 +120,12 @@ def test_core_dpmpp_2m_on_unet_field_matches_diffusers(steps):
 
 
 @pytest.mark.parametrize("arch", ["unet", "dit"])
-def test_train_digits_denoiser_learns_and_caches(arch, tmp_path, monkeypatch):
-    monkeypatch.setenv("FLOWLAB_CACHE", str(tmp_path))
+def test_train_digits_denoiser_learns(arch):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         images = load_digits_images(8, split="train").x[:512]
-        opts = dict(steps=80, batch_size=64, lr=3e-3, seed=0, base_channels=8, arch=arch)
-        field = train_digits_denoiser(images, **opts)
+        field = train_digits_denoiser(images, steps=80, batch_size=64, lr=3e-3, seed=0, base_channels=8, arch=arch)
         assert isinstance(field, DiTField if arch == "dit" else UNetField)
         torch.manual_seed(0)
         untrained = DiTField(tiny_dit(8, dim=16), schedule=field.schedule) if arch == "dit" else UNetField(
@@ -133,12 +136,27 @@ def test_train_digits_denoiser_learns_and_caches(arch, tmp_path, monkeypatch):
             trained_loss = ddpm_loss(field, held_out, field.schedule, generator=torch.Generator().manual_seed(1))
             start_loss = ddpm_loss(untrained, held_out, field.schedule, generator=torch.Generator().manual_seed(1))
         assert float(trained_loss) < 0.7 * float(start_loss)
-        cached = train_digits_denoiser(images, **opts)  # loaded from the cache, not retrained
-        assert len(list((tmp_path / "denoisers").glob(f"digits8_{arch}_*.pt"))) == 1
-        x = torch.randn(2, 1, 8, 8, generator=torch.Generator().manual_seed(2))
-        a, b = generate(field, x, steps=5), generate(cached, x, steps=5)
-        assert torch.equal(a, b) and bool(torch.isfinite(invert_to_noise(field, a, steps=5)).all())
     finally:
         torch.set_num_threads(threads)
     with pytest.raises(ValueError, match="arch"):
         train_digits_denoiser(images, arch="vit")
+
+
+def test_digits_teacher_is_built_once_then_loaded_from_the_cache(tmp_path, monkeypatch):
+    """The shared teacher artifact: the first call trains (the same weights as training directly), the second
+    reads the checked cache entry; a new setting is a new entry beside it."""
+    monkeypatch.setenv("FLOWLAB_CACHE", str(tmp_path))
+    config = DigitsDenoiserConfig(size=8, steps=6, batch_size=16, base_channels=8)
+    assert not is_cached(digits_denoiser_artifact(config))
+    field = digits_denoiser(config)
+    assert is_cached(digits_denoiser_artifact(config))
+    again = digits_denoiser(config)
+    images = load_digits_images(8, split="train").x
+    direct = train_digits_denoiser(images, steps=6, batch_size=16, base_channels=8)
+    x = torch.randn(2, 1, 8, 8, generator=torch.Generator().manual_seed(2))
+    a, b, c = generate(field, x, steps=3), generate(again, x, steps=3), generate(direct, x, steps=3)
+    assert torch.equal(a, b) and torch.equal(a, c) and bool(torch.isfinite(invert_to_noise(field, a, steps=3)).all())
+    digits_denoiser(replace(config, seed=1))
+    assert len(list((tmp_path / "artifacts" / "vision.digits_denoiser").glob("*/manifest.json"))) == 2
+    with pytest.raises(ValueError, match="arch"):
+        DigitsDenoiserConfig(arch="vit")

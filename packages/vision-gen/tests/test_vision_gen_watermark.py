@@ -274,8 +274,10 @@ def test_e2e_digits_model_clean_bit_accuracy():
     """The spec's end-to-end check on the trained dithered digits model (1500 steps, about 20 min on 2 cores
     unless cached): 50-step DPM-Solver++ generation, 50-step DDIM inversion, clean message accuracy >= 0.99.
     The quick version is test_dithered_data_keeps_the_initial_noise_off_the_data_subspace."""
+    from flowlab.vision_gen.kit.train import DigitsDenoiserConfig
     from flowlab.vision_gen.watermark.e2e import run_e2e
 
-    out = run_e2e(n=32, train_steps=1500, attacks=("clean",), seed=0, generator=torch.Generator().manual_seed(0))
+    teacher = DigitsDenoiserConfig(steps=1500, dither=0.1, data_range=0.75)
+    out = run_e2e(n=32, teacher=teacher, attacks=("clean",), seed=0, generator=torch.Generator().manual_seed(0))
     assert out["spherical"]["clean_bit_acc"] >= 0.99 and out["gaussian_shading"]["clean_bit_acc"] >= 0.99
     assert out["spherical"]["fd_vs_clean"] <= 1.2 * out["spherical"]["fd_floor_max"]

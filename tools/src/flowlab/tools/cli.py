@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
-from flowlab.tools import data_cli
+from flowlab.tools import cache_cli, data_cli
 from flowlab.tools.bench import command as bench_command
 from flowlab.tools.plugins import LazyGroup
 from flowlab.tools.versions import library_versions, member_versions
@@ -18,6 +18,7 @@ app = typer.Typer(
 )
 app.add_typer(bench_command.app, name="bench")
 app.add_typer(data_cli.app, name="data")
+app.add_typer(cache_cli.app, name="cache")
 
 
 def _version(value: bool) -> None:

@@ -18,11 +18,14 @@ from typing import Any, Literal
 
 import torch
 
+from flowlab.core.artifacts import Artifact
 from flowlab.core.config import Config
 
 __all__ = [
+    "SUITES",
     "BenchContext",
     "BenchResult",
+    "Claim",
     "Curve",
     "DataMissing",
     "Scenario",
@@ -36,6 +39,10 @@ __all__ = [
 ]
 
 PACKAGE_PREFIXES = ("core", "vision", "mol", "rl", "bio", "crowd", "trust")
+#: suite -> the variant it runs: smoke (every scenario, toy size, CI), default (each method's headline case at quick
+#: size: what `flowlab bench` runs), quick (every scenario), full (paper-shaped, sized for a GPU)
+SUITES = {"smoke": "smoke", "default": "quick", "quick": "quick", "full": "full"}
+_OPS = {"<=": lambda a, b: a <= b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b, ">": lambda a, b: a > b}
 
 
 class DataMissing(FileNotFoundError):
@@ -84,9 +91,48 @@ class BenchResult:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """The paper's claim a scenario checks, read off one of our metrics: `metric` (or, with `baseline`, its ratio
+    to that baseline's value) compared by `op` with `threshold`; e.g. Claim("one step within 1/5 of RFM's MMD",
+    "volcano/mmd_nfe1", "<=", 0.2, baseline="RFM")."""
+
+    text: str
+    metric: str
+    op: Literal["<=", ">=", "<", ">"]
+    threshold: float
+    baseline: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.op not in _OPS:
+            raise ValueError(f"op: expected one of {sorted(_OPS)}, got {self.op!r}")
+
+    def value(self, metrics: Mapping[str, float], baselines: Mapping[str, Mapping[str, float]]) -> float | None:
+        """The number the claim compares (None when a seed did not report it)."""
+        ours = metrics.get(self.metric)
+        if ours is None:
+            return None
+        if self.baseline is None:
+            return float(ours)
+        theirs = baselines.get(self.baseline, {}).get(self.metric)
+        return None if not theirs else float(ours) / float(theirs)
+
+    def holds(self, value: float | None) -> bool | None:
+        """Whether `value` (from `value`) meets the claim; None when there is nothing to judge."""
+        return None if value is None else bool(_OPS[self.op](value, self.threshold))
+
+
+def _no_artifacts(config: Config, device: torch.device) -> tuple[Artifact, ...]:
+    return ()
+
+
+@dataclass(frozen=True)
 class Scenario:
-    """One benchmark case. `variants` maps "quick" and "full" to instances of one frozen `Config` subclass, the
-    scenario's typed settings (write `full` first and derive `quick = replace(full, ...)`)."""
+    """One benchmark case. `variants` maps "quick" and "full" (and "smoke", the toy size CI runs) to instances of
+    one frozen `Config` subclass, the scenario's typed settings (write `full` first and derive `quick = replace(full,
+    ...)`). `expected_seconds`: the wall time of each variant on the 2-core CPU machine (full: on a GPU), for the
+    runner's plan. `headline`: this is its method's headline case (the `default` suite); `claim`: the paper's claim
+    it checks, shown in the report's first table. `requires(config, device)`: the artifacts a variant uses on a
+    device, which the runner builds once before any scenario runs (each reported on its own row)."""
 
     name: str
     package: str
@@ -96,6 +142,10 @@ class Scenario:
     directions: Mapping[str, Literal["min", "max"]]
     tags: frozenset[str] = frozenset()
     description: str = ""
+    expected_seconds: Mapping[str, float] = field(default_factory=dict)
+    headline: bool = False
+    claim: Claim | None = None
+    requires: Callable[[Config, torch.device], Sequence[Artifact]] = _no_artifacts
 
     def __post_init__(self) -> None:
         parts = self.name.split(".")
@@ -113,6 +163,17 @@ class Scenario:
         bad = {k: v for k, v in self.directions.items() if v not in ("min", "max")}
         if bad:
             raise ValueError(f"directions: expected 'min' or 'max', got {bad}")
+        unknown = set(self.expected_seconds) - set(self.variants)
+        if unknown:
+            raise ValueError(f"expected_seconds: scenario {self.name} has no variant(s) {sorted(unknown)}")
+        if any(not (isinstance(v, int | float) and v > 0) for v in self.expected_seconds.values()):
+            raise ValueError(f"expected_seconds: expected positive seconds, got {dict(self.expected_seconds)}")
+        if self.claim is not None and not isinstance(self.claim, Claim):
+            raise ValueError(f"claim: expected a Claim, got {type(self.claim).__name__}")
+
+    def expected(self, variant: str) -> float:
+        """The expected wall seconds of one seed of `variant` (60 where the scenario does not say)."""
+        return float(self.expected_seconds.get(variant, 60.0))
 
 
 def require_file(data_root: Path | None, dataset: str, *parts: str) -> Path:

@@ -1,11 +1,12 @@
-"""Pictures of crowds: a rollout as an animated GIF or PNG frames, and the track-over-image alignment check.
+"""Pictures of crowds: a rollout as an animated GIF or PNG frames, rollouts side by side, and the track-over-image
+alignment check.
 
 Figures are drawn with matplotlib's object-oriented API on an Agg canvas (no pyplot state, no display needed).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ from matplotlib.patches import Polygon
 
 from flowlab.crowd_sim.data import Boxes, Scene, Window, _check_mask
 
-__all__ = ["plot_alignment", "render"]
+__all__ = ["plot_alignment", "plot_rollouts", "render"]
 
 _OBSTACLE, _INTEREST, _BOUNDARY = "tab:red", "tab:green", "black"
 _SIMULATED, _RECORDED = "tab:blue", "tab:orange"
@@ -99,6 +100,40 @@ def plot_alignment(scene: Scene, window: Window, path: str | Path) -> Path:
     ax.set_xlabel(f"x ({units})")
     ax.set_ylabel(f"y ({units})")
     ax.set_title(f"{scene.name} {window.name}: recorded tracks ({scene.frame} frame)", fontsize="medium")
+    path = Path(path)
+    figure.savefig(path)
+    return path
+
+
+def plot_rollouts(scene: Scene, window: Window, panels: Mapping[str, torch.Tensor], path: str | Path) -> Path:
+    """Whole-window tracks side by side as a PNG, one panel per entry of `panels` (title -> positions (T, P, 2),
+    e.g. the recording and one replica of each method), drawn under `window.mask` over the scene's obstacles and
+    objects of interest, all panels framed on the recorded tracks."""
+    if not isinstance(window, Window):
+        raise ValueError(f"window: expected a Window, got {type(window).__name__}")
+    if not panels:
+        raise ValueError("panels: expected at least one (title, positions) entry")
+    for title, positions in panels.items():
+        if not isinstance(positions, torch.Tensor) or positions.shape != window.positions.shape:
+            got = tuple(positions.shape) if isinstance(positions, torch.Tensor) else type(positions).__name__
+            expect = tuple(window.positions.shape)
+            raise ValueError(f"panels[{title!r}]: expected the window's positions shape {expect}, got {got}")
+    n = len(panels)
+    figure = Figure(figsize=(4.5 * n, 4.5), dpi=80, layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.subplots(1, n, sharex=True, sharey=True, squeeze=False)[0]
+    both = window.mask[1:] & window.mask[:-1]
+    pedestrian = both.nonzero()[:, 1].numpy()  # the pedestrian of each segment, for its colour
+    for ax, (title, positions) in zip(axes, panels.items(), strict=True):
+        _draw_scene(ax, scene, _identity)
+        tracks = LineCollection(_to_numpy(_segments(positions.detach().cpu(), window.mask)), linewidths=0.6)
+        tracks.set_array(pedestrian % 10)
+        tracks.set_cmap("tab10")
+        tracks.set_clim(0, 9)
+        ax.add_collection(tracks)
+        ax.set_title(title, fontsize="medium")
+        ax.set_aspect("equal")
+    _frame_view(axes[0], window.positions[window.mask])
     path = Path(path)
     figure.savefig(path)
     return path

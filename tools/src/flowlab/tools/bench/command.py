@@ -1,9 +1,12 @@
-"""`flowlab bench`: run every scenario's quick variant (or the full suite) and write results, report and plots."""
+"""`flowlab bench`: plan, build the shared artifacts once, run the suite's scenarios (in `--jobs` workers), write
+results.jsonl, report.md, report.html and plots."""
 
 from __future__ import annotations
 
 import json
 import os
+import textwrap
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -11,13 +14,16 @@ import torch
 import typer
 from rich.console import Console, Group
 from rich.live import Live
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 import flowlab.datasets as fd
+from flowlab.core.artifacts import is_cached
+from flowlab.core.bench import SUITES, Scenario
 from flowlab.tools.bench.discovery import SelectionError, discover, select
+from flowlab.tools.bench.jobs import available_cores, default_jobs
 from flowlab.tools.bench.report import load_records, write_report
-from flowlab.tools.bench.runner import Record, run_all
+from flowlab.tools.bench.runner import Record, build_artifact, required_artifacts, run_all
 from flowlab.tools.versions import git_commit, library_versions, member_versions
 
 app = typer.Typer(help="Benchmarks: every method against its baselines, in one run.", invoke_without_command=True)
@@ -43,37 +49,120 @@ def _device(name: str) -> torch.device:
     return device
 
 
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+def _suites(s: Scenario) -> str:
+    tags = [("d" if s.headline else "-"), *(v[0] if v in s.variants else "-" for v in ("smoke", "quick", "full"))]
+    return "".join(tags)
+
+
+def print_list(scenarios: list[Scenario], *, verbose: bool) -> None:
+    """One line per scenario within 80 columns: name, method, suites (d = default, s/q/f = smoke, quick, full),
+    the expected time of one quick seed; `verbose` adds the description, wrapped."""
+    console.print(f"{'scenario':<32} {'method':<16} {'suites':<7} {'quick':>8}", highlight=False)
+    for s in scenarios:
+        console.print(f"{s.name[:32]:<32} {s.method[:16]:<16} {_suites(s):<7} {_minutes(s.expected('quick')):>8}",
+                      highlight=False)  # fmt: skip
+        if verbose and s.description:
+            console.print(textwrap.indent(textwrap.fill(s.description, 76), "    "), highlight=False, markup=False)
+    console.print("suites: d default, s smoke, q quick, f full", highlight=False)
+
+
+def print_plan(scenarios: list[Scenario], *, suite: str, seeds: list[int], jobs: int, device: torch.device) -> float:
+    """What will run, how long each is expected to take, which artifacts are cached and which will be built; returns
+    the expected wall seconds."""
+    variant = SUITES[suite]
+    artifacts = required_artifacts(scenarios, variant, device)
+    table = Table("", "name", "", "expected", title=f"plan: suite {suite} ({variant} variants)", title_justify="left")
+    build = 0.0
+    for a in artifacts:
+        cached = is_cached(a)
+        build += 0.0 if cached else a.expected_seconds
+        table.add_row("artifact", a.name, "cached" if cached else "[yellow]build[/yellow]",
+                      "–" if cached else _minutes(a.expected_seconds))  # fmt: skip
+    run = 0.0
+    for s in scenarios:
+        run += s.expected(variant) * len(seeds)
+        table.add_row("scenario", s.name, f"seeds {seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}",
+                      _minutes(s.expected(variant) * len(seeds)))  # fmt: skip
+    console.print(table)
+    total = build + run / jobs
+    console.print(
+        f"{len(scenarios)} scenario(s) x {len(seeds)} seed(s) on {device}, {jobs} job(s) of "
+        f"{torch.get_num_threads() if jobs == 1 else max(1, available_cores() // jobs)} thread(s): about "
+        f"{_minutes(total)}" + (f" ({_minutes(build)} of it building artifacts)" if build else ""),
+        highlight=False,
+    )
+    return total
+
+
 def _headline(rec: Record) -> str:
     if rec.status != "ok":
         return rec.message[:90]
-    items = list(rec.metrics.items())[:3]
-    return ", ".join(f"{k}={v:.3g}" for k, v in items)
+    if rec.kind == "artifact":
+        return rec.message
+    if rec.claim is not None and rec.claim["value"] is not None:
+        verdict = {True: "holds", False: "does not hold", None: "–"}[rec.claim["held"]]
+        return f"{rec.claim['metric']}={rec.claim['value']:.3g}: claim {verdict}"
+    return ", ".join(f"{k}={v:.3g}" for k, v in list(rec.metrics.items())[:3])
 
 
-def _table(records: list[Record], running: str | None) -> Table:
-    table = Table("scenario", "seed", "status", "wall s", "headline metrics", expand=False)
-    for rec in records:
-        style = _STATUS_STYLE[rec.status]
-        table.add_row(
-            rec.name,
-            str(rec.seed),
-            f"[{style}]{rec.status}[/{style}]",
-            f"{rec.wall_seconds:.1f}",
-            _headline(rec),
-        )
-    if running:
-        table.add_row(running, "", "[cyan]running[/cyan]", "", "")
-    return table
+class _Progress:
+    """The live table: finished rows, what is running, and an ETA from the expected times scaled by how fast the
+    finished cases ran against theirs."""
+
+    def __init__(self, total_expected: float, jobs: int) -> None:
+        self.records: list[Record] = []
+        self.running: dict[tuple[str, int], float] = {}
+        self.remaining, self.jobs = total_expected, jobs
+        self.spent = self.expected_done = 0.0
+        self.start = time.perf_counter()
+
+    def render(self) -> Group:
+        table = Table("row", "seed", "status", "wall s", "headline", expand=False)
+        for rec in self.records:
+            style = _STATUS_STYLE[rec.status]
+            seed = "" if rec.kind == "artifact" else str(rec.seed)
+            table.add_row(rec.name, seed, f"[{style}]{rec.status}[/{style}]", f"{rec.wall_seconds:.1f}", _headline(rec))
+        for name, seed in self.running:
+            table.add_row(name, "" if seed < 0 else str(seed), "[cyan]running[/cyan]", "", "")
+        pace = self.spent / self.expected_done if self.expected_done > 0 else 1.0
+        elapsed = time.perf_counter() - self.start
+        eta = Text(f"elapsed {_minutes(elapsed)}, about {_minutes(max(0.0, self.remaining * pace))} to go", "bold")
+        return Group(table, eta)
+
+    def started(self, name: str, seed: int) -> None:
+        self.running[(name, seed)] = time.perf_counter()
+
+    def finished(self, rec: Record) -> None:
+        self.running.pop((rec.name, -1 if rec.kind == "artifact" else rec.seed), None)
+        self.records.append(rec)
+        expected = rec.expected_seconds if (rec.kind != "artifact" or rec.message.startswith("built")) else 0.0
+        share = expected / (1 if rec.kind == "artifact" else self.jobs)
+        self.remaining = max(0.0, self.remaining - share)
+        if expected > 0 and rec.status == "ok":
+            self.spent += rec.wall_seconds
+            self.expected_done += expected
 
 
 @app.callback()
 def bench(
     ctx: typer.Context,
-    suite: str = typer.Option("quick", "--suite", help="quick (every scenario's quick variant) or full."),
+    suite: str = typer.Option(
+        "default", "--suite", help="default (each method's headline case, quick size), smoke, quick or full."
+    ),
     only: list[str] = typer.Option(
         None, "--only", help="Scenario name, dotted prefix, substring or glob (repeatable)."
     ),
     list_: bool = typer.Option(False, "--list", help="List the selected scenarios and exit."),
+    verbose: bool = typer.Option(False, "--verbose", help="With --list: each scenario's description."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (times, artifacts to build) and exit."),
+    prewarm: bool = typer.Option(False, "--prewarm", help="Build the selected scenarios' artifacts and exit."),
+    jobs: int = typer.Option(
+        None, "--jobs", help="Worker processes for scenarios and seeds (default: 1 on 2 cores, else cores // 2)."
+    ),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     seeds: int = typer.Option(1, "--seeds", help="Number of seeds per scenario (seeds 0..N-1)."),
     first_seed: int = typer.Option(
@@ -81,70 +170,73 @@ def bench(
     ),
     out: Path = typer.Option(None, "--out", help="Output folder (default results/<timestamp>)."),
 ) -> None:
-    """Run every registered scenario (`quick` suite by default) and write results.jsonl, report.md and plots."""
+    """Run a suite of scenarios (the `default` one unless told) and write results.jsonl, report.md, report.html."""
     if ctx.invoked_subcommand is not None:
         return
     if seeds < 1:
         fail(f"--seeds: expected a positive number of seeds, got {seeds}")
     if first_seed < 0:
         fail(f"--first-seed: expected a seed >= 0, got {first_seed}")
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs < 1:
+        fail(f"--jobs: expected at least 1 worker, got {jobs}")
     found = discover()
     for name, message in found.failures.items():
         console.print(f"error: could not load the scenarios of {name}: {message}", highlight=False, markup=False)
     try:
-        scenarios = select(found.scenarios, only, suite)
+        # --list shows every scenario (its suites column marks the default ones) unless a suite is named
+        scenarios = select(found.scenarios, only, "quick" if list_ and suite == "default" else suite)
     except SelectionError as err:
         fail(str(err))
     if list_:
-        table = Table("scenario", "package", "method", "variants", "description")
-        for s in scenarios:
-            table.add_row(s.name, s.package, s.method, ", ".join(s.variants), s.description)
-        console.print(table)
+        print_list(scenarios, verbose=verbose)
         return
     if not scenarios:
-        fail(f"no scenario has a {suite!r} variant")
+        fail(f"no scenario has a {SUITES[suite]!r} variant in suite {suite!r}")
     torch_device = _device(device)
+    seed_list = list(range(first_seed, first_seed + seeds))
+    total = print_plan(scenarios, suite=suite, seeds=seed_list, jobs=jobs, device=torch_device)
+    if dry_run:
+        return
+    versions = {**member_versions(), **library_versions()}
+    if prewarm:
+        failed = False
+        for artifact in required_artifacts(scenarios, SUITES[suite], torch_device):
+            rec = build_artifact(artifact, versions=versions)
+            console.print(f"{rec.name}: {rec.status} {rec.message} ({rec.wall_seconds:.1f} s)", highlight=False)
+            failed |= rec.status == "error"
+        raise typer.Exit(1 if failed else 0)
     out_dir = out or Path("results") / datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir.mkdir(parents=True, exist_ok=True)
-    data_root = fd.root(required=False)
-    versions = {**member_versions(), **library_versions()}
-    commit = git_commit()
-    records: list[Record] = []
-    jsonl = (out_dir / "results.jsonl").open("w")
-    progress = Progress(
-        TextColumn("[bold]bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
-    )
-    task = progress.add_task("bench", total=len(scenarios) * seeds)
-    current: dict[str, str | None] = {"name": None}
+    progress = _Progress(total, jobs)
+    with (out_dir / "results.jsonl").open("w") as jsonl, Live(progress.render(), console=console,
+                                                                refresh_per_second=2) as live:  # fmt: skip
 
-    with Live(Group(_table(records, None), progress), console=console, refresh_per_second=4) as live:
-
-        def on_start(scenario, seed) -> None:
-            current["name"] = f"{scenario.name} (seed {seed})"
-            live.update(Group(_table(records, current["name"]), progress))
+        def on_start(name: str, seed: int) -> None:
+            progress.started(name, seed)
+            live.update(progress.render())
 
         def on_record(rec: Record) -> None:
-            records.append(rec)
             jsonl.write(json.dumps(rec.to_json()) + "\n")
             jsonl.flush()
-            progress.advance(task)
-            live.update(Group(_table(records, None), progress))
+            progress.finished(rec)
+            live.update(progress.render())
 
-        run_all(
+        records = run_all(
             scenarios,
-            seeds=list(range(first_seed, first_seed + seeds)),
-            variant=suite,
+            seeds=seed_list,
+            variant=SUITES[suite],
             device=torch_device,
             out_dir=out_dir,
-            data_root=data_root,
+            data_root=fd.root(required=False),
             versions=versions,
-            git_commit=commit,
+            git_commit=git_commit(),
+            jobs=jobs,
             on_start=on_start,
             on_record=on_record,
         )
-    jsonl.close()
-    report = write_report([r.to_json() for r in records], out_dir)
-    console.print(f"wrote {out_dir / 'results.jsonl'}, {report} and {out_dir / 'plots'}", highlight=False)
+    report = write_report([r.to_json() for r in records], out_dir, suite=suite)
+    console.print(f"wrote {out_dir / 'results.jsonl'}, {report}, {report.with_suffix('.html')}", highlight=False)
     errors = [r for r in records if r.status == "error"]
     for rec in errors:
         console.print(f"[red]error[/red] {rec.name} seed {rec.seed}: {rec.message}", highlight=False)
@@ -154,7 +246,7 @@ def bench(
 
 @app.command("report")
 def report(folder: Path = typer.Argument(..., help="A results folder holding results.jsonl.")) -> None:
-    """Re-render report.md and the plots from a results folder."""
+    """Re-render report.md, report.html and the plots from a results folder."""
     try:
         records = load_records(folder)
     except FileNotFoundError as err:

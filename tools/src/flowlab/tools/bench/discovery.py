@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 
-from flowlab.core.bench import Scenario
+from flowlab.core.bench import SUITES, Scenario
 
 BENCHMARKS_GROUP = "flowlab.benchmarks"
 
@@ -50,9 +50,11 @@ def _matches(name: str, pattern: str) -> bool:
 
 
 def select(scenarios: Sequence[Scenario], only: Iterable[str] | None, suite: str) -> list[Scenario]:
-    """Scenarios whose name matches any pattern (glob, exact, dotted prefix or substring) and that have `suite`."""
-    if suite not in ("quick", "full"):
-        raise SelectionError(f"unknown suite {suite!r}; expected 'quick' or 'full'")
+    """The scenarios a suite runs, narrowed to those whose name matches any pattern (glob, exact, dotted prefix or
+    substring). `default` is each method's headline case, unless patterns name the scenarios; every other suite
+    takes the scenarios that have its variant (see `SUITES`)."""
+    if suite not in SUITES:
+        raise SelectionError(f"unknown suite {suite!r}; expected one of {', '.join(SUITES)}")
     chosen = list(scenarios)
     patterns = [p for spec in (only or ()) for p in spec.split(",") if p.strip()]
     if patterns:
@@ -60,4 +62,6 @@ def select(scenarios: Sequence[Scenario], only: Iterable[str] | None, suite: str
         if not chosen:
             known = ", ".join(s.name for s in scenarios) or "none registered"
             raise SelectionError(f"no scenario matches {', '.join(patterns)!r} (known: {known})")
-    return [s for s in chosen if suite in s.variants]
+    elif suite == "default":
+        chosen = [s for s in chosen if s.headline]
+    return [s for s in chosen if SUITES[suite] in s.variants]

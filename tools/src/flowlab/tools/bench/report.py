@@ -1,4 +1,6 @@
-"""Render results.jsonl into report.md (a table per package, ours beside baselines and papers) and PNG plots."""
+"""Render results.jsonl into report.md and report.html: first one row per method (its headline metric, ours against
+the best baseline and the paper, whether the claim held), then the artifacts built, then a table per package (ours
+beside every baseline and the papers) with PNG plots."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from statistics import mean, stdev
 from typing import Any
 
 from flowlab.core.bench import figure
+from flowlab.tools.bench.html import write_html
 
 PACKAGE_TITLES = {
     "core": "flowlab.core",
@@ -120,60 +123,130 @@ def _plot_curve(name: str, curve: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def write_report(records: list[dict[str, Any]], folder: Path, *, title: str = "FlowLab benchmark report") -> Path:
-    """Write report.md and plots/<scenario>.png into `folder`; return the report path."""
+def _best_baseline(recs: list[dict[str, Any]], metric: str, direction: str | None) -> tuple[str, list[float]] | None:
+    """The baseline with the best mean of `metric` (by `direction`; min when unknown) and its values."""
+    values: dict[str, list[float]] = defaultdict(list)
+    for r in recs:
+        for b, vals in r["baselines"].items():
+            if metric in vals and vals[metric] is not None and math.isfinite(vals[metric]):
+                values[b].append(vals[metric])
+    if not values:
+        return None
+    pick = max if direction == "max" else min
+    name = pick(values, key=lambda b: mean(values[b]))
+    return name, values[name]
+
+
+def _headline_rows(by_name: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The report's first table: per method, its headline scenario (or else its first scenario with a claim)."""
+    per_method: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for recs in by_name.values():
+        ok = [r for r in recs if r["status"] == "ok" and r.get("claim")]
+        if not ok:
+            continue
+        key = (ok[0]["package"], ok[0]["method"])
+        if key not in per_method or (ok[0].get("headline") and not per_method[key][0].get("headline")):
+            per_method[key] = ok
+    if not per_method:
+        return []
+    lines = [
+        "## Headline: one row per method",
+        "",
+        "| method | scenario | metric | ours | best baseline | paper | claim | held |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (_, method), recs in sorted(per_method.items(), key=lambda kv: _package_order(kv[0][0])):
+        claim = recs[0]["claim"]
+        metric = claim["metric"]
+        ours = _fmt([r["metrics"].get(metric) for r in recs])
+        best = _best_baseline(recs, metric, recs[0].get("directions", {}).get(metric))
+        best_text = f"{_fmt(best[1])} ({best[0]})" if best else "–"
+        papers = [(ref, vals[metric]) for ref, vals in recs[0]["references"].items() if metric in vals]
+        paper = f"{papers[0][1]:.4g} ({papers[0][0]})" if papers else "–"
+        held = [r["claim"]["held"] for r in recs if r["claim"]["held"] is not None]
+        verdict = f"{sum(held)}/{len(held)} seeds" if held else "–"
+        name = recs[0]["name"]
+        lines.append(
+            f"| {method} | `{name}` | {metric} | {ours} | {best_text} | {paper} | {claim['text']} | {verdict} |"
+        )
+    return [*lines, ""]
+
+
+def _package_order(package: str) -> int:
+    return list(PACKAGE_TITLES).index(package) if package in PACKAGE_TITLES else 99
+
+
+def write_report(
+    records: list[dict[str, Any]], folder: Path, *, suite: str | None = None, title: str = "FlowLab benchmark report"
+) -> Path:
+    """Write report.md, report.html and plots/<scenario>.png into `folder`; return the report.md path."""
     folder = Path(folder)
+    builds = [r for r in records if r.get("kind") == "artifact"]
+    records = [r for r in records if r.get("kind", "scenario") == "scenario"]
     by_name = _group(records)
     lines = [f"# {title}", ""]
     if records:
         first = records[0]
         lines += [
-            f"- suite: `{first['variant']}`; device: `{first['device']}`; git: `{first.get('git_commit')}`",
+            f"- suite: `{suite or first['variant']}` ({first['variant']} variants); device: `{first['device']}`; "
+            f"git: `{first.get('git_commit')}`",
             f"- scenarios: {len(by_name)}; records: {len(records)}; "
             + ", ".join(f"{s}: {sum(r['status'] == s for r in records)}" for s in ("ok", "skipped", "error")),
+            f"- wall time: {sum(r['wall_seconds'] for r in records) + sum(r['wall_seconds'] for r in builds):.0f} s "
+            f"(scenarios and artifact builds summed)",
             "",
         ]
+    lines += _headline_rows(by_name)
+    if builds:
+        built = sum(r["message"].startswith("built") for r in builds)
+        lines += [f"## Artifacts: {built} built, {len(builds) - built} reused from the cache", "",
+                  "| artifact | status | seconds | entry |", "|---|---|---|---|"]  # fmt: skip
+        for r in builds:
+            lines.append(f"| `{r['name']}` | {r['status']}: {r['message']} | {r['wall_seconds']:.1f} | "
+                         f"{r['config'].get('path', '–')} |")  # fmt: skip
+        lines.append("")
     by_package: dict[str, list[str]] = defaultdict(list)
     for name, recs in by_name.items():
         by_package[recs[0]["package"]].append(name)
-    for package in sorted(by_package, key=lambda p: list(PACKAGE_TITLES).index(p) if p in PACKAGE_TITLES else 99):
+    for package in sorted(by_package, key=_package_order):
         lines += [f"## {PACKAGE_TITLES.get(package, package)}", ""]
         for name in by_package[package]:
-            recs = by_name[name]
-            seeds = sorted(r["seed"] for r in recs)
-            wall = sum(r["wall_seconds"] for r in recs)
-            peak = max(r["peak_rss_mb"] for r in recs)
-            lines += [
-                f"### `{name}`",
-                "",
-                f"seeds {seeds}, {wall:.1f} s wall in total, peak RSS {peak:.0f} MB",
-                "",
-            ]
-            for r in recs:
-                if r["status"] != "ok":
-                    lines.append(f"- seed {r['seed']}: **{r['status']}**: {r['message']}")
-            if any(r["status"] != "ok" for r in recs):
-                lines.append("")
-            metrics, rows = _rows(recs)
-            if not metrics:
-                continue
-            directions = recs[0].get("directions", {})
-            header = ["method", *(m + _ARROW.get(directions.get(m, ""), "") for m in metrics)]
-            lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-            for label, vals in rows:
-                lines.append("| " + " | ".join([label, *(_fmt(vals.get(m, [])) for m in metrics)]) + " |")
-            lines.append("")
-            plot = _plot(name, metrics, rows, directions, folder / "plots" / f"{name}.png")
-            if plot is not None:
-                lines += [f"![{name}](plots/{plot.name})", ""]
-            first_ok = next((r for r in recs if r["status"] == "ok"), None)
-            for i, curve in enumerate(first_ok.get("curves", []) if first_ok else []):
-                png = _plot_curve(name, curve, folder / "plots" / f"{name}.curve{i}.png")
-                lines += [f"![{curve['title']}](plots/{png.name})", ""]
-            extra = [p for r in recs for p in r.get("plots", [])]
-            for p in extra[:4]:
-                rel = os.path.relpath(p, folder)
-                lines += [f"![{Path(p).stem}]({rel})", ""]
+            lines += _scenario_section(name, by_name[name], folder)
+    text = "\n".join(lines) + "\n"
     report = folder / "report.md"
-    report.write_text("\n".join(lines) + "\n")
+    report.write_text(text)
+    write_html(text, folder, title=title)
     return report
+
+
+def _scenario_section(name: str, recs: list[dict[str, Any]], folder: Path) -> list[str]:
+    seeds = sorted(r["seed"] for r in recs)
+    wall = sum(r["wall_seconds"] for r in recs)
+    peak = max(r["peak_rss_mb"] for r in recs)
+    lines = [f"### `{name}`", "", f"seeds {seeds}, {wall:.1f} s wall in total, peak RSS {peak:.0f} MB", ""]
+    for r in recs:
+        if r["status"] != "ok":
+            lines.append(f"- seed {r['seed']}: **{r['status']}**: {r['message']}")
+    if any(r["status"] != "ok" for r in recs):
+        lines.append("")
+    metrics, rows = _rows(recs)
+    if not metrics:
+        return lines
+    directions = recs[0].get("directions", {})
+    header = ["method", *(m + _ARROW.get(directions.get(m, ""), "") for m in metrics)]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for label, vals in rows:
+        lines.append("| " + " | ".join([label, *(_fmt(vals.get(m, [])) for m in metrics)]) + " |")
+    lines.append("")
+    plot = _plot(name, metrics, rows, directions, folder / "plots" / f"{name}.png")
+    if plot is not None:
+        lines += [f"![{name}](plots/{plot.name})", ""]
+    first_ok = next((r for r in recs if r["status"] == "ok"), None)
+    for i, curve in enumerate(first_ok.get("curves", []) if first_ok else []):
+        png = _plot_curve(name, curve, folder / "plots" / f"{name}.curve{i}.png")
+        lines += [f"![{curve['title']}](plots/{png.name})", ""]
+    extra = [p for r in recs for p in r.get("plots", [])]
+    for p in extra[:4]:
+        rel = os.path.relpath(p, folder)
+        lines += [f"![{Path(p).stem}]({rel})", ""]
+    return lines

@@ -23,6 +23,7 @@ __all__ = [
     "TimeSeries",
     "load_single_cell",
     "read_time_series_csv",
+    "subsample_cells",
     "time_series_from_adata",
 ]
 
@@ -63,6 +64,22 @@ def load_single_cell(name: str, root: str | os.PathLike[str] | None = None) -> a
     adata = read_time_series_csv(data_path("single_cell", SINGLE_CELL_FILES[name], data_root=root))
     adata.uns["source"]["name"] = name
     return adata
+
+
+def subsample_cells(adata: ad.AnnData, fraction: float, *, time_key: str = "time", seed: int = 0) -> ad.AnnData:
+    """The same `fraction` of every time point's cells (at least one each; a seeded draw, file order kept), so the
+    counts keep their ratios and the growth; `adata` itself when `fraction` is 1."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"fraction: expected a share in (0, 1], got {fraction}")
+    if fraction == 1:
+        return adata
+    t = obs_times(adata, time_key)
+    rng = np.random.default_rng(seed)
+    keep = np.zeros(t.shape[0], dtype=bool)
+    for v in np.unique(t):
+        rows = np.flatnonzero(t == v)
+        keep[rng.choice(rows, max(1, round(fraction * rows.size)), replace=False)] = True
+    return adata[keep].copy()
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""`flowlab crowd train|simulate|evaluate|render`: EnvSocial-Diff on the shared crowd scenes (UCY students03, GC).
+"""EnvSocial-Diff's commands `train|simulate|evaluate|render` (mounted as `flowlab crowd ...`) on the shared crowd
+scenes (UCY students03, GC).
 
 Data come from `--data` or $FLOWLAB_DATA (the folder holding `crowds/`). Trajectory files written by `simulate` are
 torch files of tensors (`positions (R, T, P, 2)`, `mask (T, P)`, `start`), read back with weights_only=True.
@@ -13,7 +14,7 @@ import torch
 import typer
 
 from flowlab.crowd_sim.data import SCENES, SPLITS, load_scene
-from flowlab.crowd_sim.model import ABLATIONS, SIZES
+from flowlab.crowd_sim.envsocial_diff.model import ABLATIONS, SIZES
 
 app = typer.Typer(help="EnvSocial-Diff crowd simulation: train, simulate, evaluate, render.")
 
@@ -36,8 +37,8 @@ def _window(scene, name: str):
 
 
 def _policy(scene, checkpoint: Path | None, baseline: str | None, device: str, sampler: str, steps: int | None):
-    from flowlab.crowd_sim.baselines import SocialForcePolicy, constant_velocity
-    from flowlab.crowd_sim.envsocial import EnvSocialDiff
+    from flowlab.crowd_sim.envsocial_diff.baselines import SocialForcePolicy, constant_velocity
+    from flowlab.crowd_sim.envsocial_diff.simulator import EnvSocialDiff
     from flowlab.crowd_sim.physics import DestinationForce, SocialForceParams
 
     if (checkpoint is None) == (baseline is None):
@@ -74,10 +75,9 @@ def train_cmd(
     device: str = typer.Option("cpu", "--device"),
 ) -> None:
     """Train EnvSocial-Diff (or an ablation) on a scene's training windows and save it."""
-    from flowlab.crowd_sim.envsocial import EnvSocialDiff, scene_categories
-    from flowlab.crowd_sim.features import FeatureConfig
-    from flowlab.crowd_sim.model import EnvSocialConfig
-    from flowlab.crowd_sim.train import TrainConfig, calibrate, train, train_best_of, training_frames
+    from flowlab.crowd_sim.envsocial_diff.objective import training_frames
+    from flowlab.crowd_sim.envsocial_diff.simulator import EnvSocialDiff, scene_config
+    from flowlab.crowd_sim.envsocial_diff.train import TrainConfig, calibrate, train, train_best_of
 
     if size not in SIZES:
         raise typer.BadParameter(f"expected quick or full, got {size!r}", param_hint="--size")
@@ -85,12 +85,7 @@ def train_cmd(
         raise typer.BadParameter(f"expected --inits >= 1, and 1 with --ckpt-dir; got {inits}", param_hint="--inits")
     scene = _scene(scene_name, data, frame)
     try:
-        config = EnvSocialConfig.ablation(
-            ablation,
-            categories=scene_categories(scene),
-            features=FeatureConfig.from_constants(scene.constants),
-            **SIZES[size],
-        )
+        config = scene_config(SIZES[size], ablation, scene)
         model = EnvSocialDiff(config, device=device)
         windows = [scene.windows[n] for n in SPLITS[scene.name]["train"]]
         calibrate(model, windows)

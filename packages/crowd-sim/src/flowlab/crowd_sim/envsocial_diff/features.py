@@ -25,6 +25,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 import torch
 
+from flowlab.core.config import Config
 from flowlab.core.nets import radius_graph
 from flowlab.crowd_sim.geometry import closest_points_on_boxes, ego_frames, to_ego, unit
 
@@ -50,7 +51,7 @@ LIGHT_DIM = 3  # relative position (2), brightness
 
 
 @dataclass(frozen=True)
-class FeatureConfig:
+class FeatureConfig(Config):
     """Neighbourhood sizes (SPDiff / EnvSocial-Diff defaults: 4 m, 6 neighbours, 90 degree half-angle)."""
 
     history: int = 8

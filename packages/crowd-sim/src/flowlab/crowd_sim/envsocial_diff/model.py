@@ -19,13 +19,14 @@ indices (N, K) to (N, K, D) features.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
 
+from flowlab.core.config import Config
 from flowlab.core.nets import MLP, EGNNLayer, TimeMLP
-from flowlab.crowd_sim.features import EDGE_DIM, ENV_DIM, LIGHT_DIM, NODE_DIM, FeatureConfig, StepInputs
+from flowlab.crowd_sim.envsocial_diff.features import EDGE_DIM, ENV_DIM, LIGHT_DIM, NODE_DIM, FeatureConfig, StepInputs
 
 __all__ = ["ABLATIONS", "SIZES", "EnvSocialConfig", "EnvSocialDenoiser"]
 
@@ -39,28 +40,11 @@ ABLATIONS = {
     "spdiff": {"obstacles": False, "interests": False, "lighting": False, "similarity": False},
 }
 
-# Network widths and diffusion steps (EnvSocialConfig keyword overrides). quick: small widths, K = 20; full: the spec's
-# widths (the config defaults), K = 70. The linear betas are scaled so that the K-step chain reaches noise.
-SIZES = {
-    "quick": {
-        "hist_hidden": 64,
-        "hist_dim": 32,
-        "social_hidden": 64,
-        "env_dim": 32,
-        "light_dim": 16,
-        "head_hidden": (128, 128),
-        "steps": 20,
-        "beta_start": 1e-3,
-        "beta_end": 0.35,
-    },
-    "full": {"steps": 70, "beta_start": 1e-4, "beta_end": 0.1, "dropout": 0.1},
-}
-
 
 @dataclass(frozen=True)
-class EnvSocialConfig:
+class EnvSocialConfig(Config):
     """Widths, diffusion steps and which branches are on (see `ABLATIONS`). `categories`: the annotation
-    vocabulary (index 0 = unknown)."""
+    vocabulary (index 0 = unknown); `features`: the neighbourhoods of the inputs."""
 
     hist_hidden: int = 128
     hist_dim: int = 64
@@ -80,26 +64,35 @@ class EnvSocialConfig:
     categories: tuple[str, ...] = ("<unknown>",)
     features: FeatureConfig = field(default_factory=FeatureConfig)
 
-    @classmethod
-    def ablation(cls, name: str, **kwargs) -> EnvSocialConfig:
+    def with_ablation(self, name: str, **changes) -> EnvSocialConfig:
+        """This configuration with the branches of ablation `name` (see `ABLATIONS`) and the fields in `changes`
+        replaced."""
         if name not in ABLATIONS:
             raise ValueError(f"ablation: unknown {name!r}; expected one of {sorted(ABLATIONS)}")
-        return cls(**{**ABLATIONS[name], **kwargs})
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> EnvSocialConfig:
-        d = dict(d)
-        d["features"] = FeatureConfig(**d.get("features", {}))
-        d["head_hidden"] = tuple(d["head_hidden"])
-        d["categories"] = tuple(d["categories"])
-        return cls(**d)
+        return replace(self, **ABLATIONS[name], **changes)
 
     @property
     def environment(self) -> bool:
         return self.obstacles or self.interests
+
+
+# Network widths and diffusion steps. quick: small widths, K = 20; full: the spec's widths (the config defaults),
+# K = 70. The linear betas are scaled so that the K-step chain reaches noise. Branches, categories and features are
+# set per scene and ablation (`with_ablation`, `simulator.scene_config`).
+SIZES = {
+    "quick": EnvSocialConfig(
+        hist_hidden=64,
+        hist_dim=32,
+        social_hidden=64,
+        env_dim=32,
+        light_dim=16,
+        head_hidden=(128, 128),
+        steps=20,
+        beta_start=1e-3,
+        beta_end=0.35,
+    ),
+    "full": EnvSocialConfig(steps=70, beta_start=1e-4, beta_end=0.1, dropout=0.1),
+}
 
 
 class EnvEncoder(nn.Module):
@@ -179,4 +172,5 @@ class EnvSocialDenoiser(nn.Module):
         return self.dropout(torch.cat(parts, dim=-1))
 
     def forward(self, *, x: torch.Tensor, t: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
-        return self.head(x=x, t=t, cond=cond)
+        """x: (N, 2), t: (N,) core times (any float dtype; cast to x's), cond: (N, cond_dim) -> eps: (N, 2)."""
+        return self.head(x=x, t=t.to(x.dtype), cond=cond)

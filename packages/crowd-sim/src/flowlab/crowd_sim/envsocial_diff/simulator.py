@@ -16,12 +16,18 @@ import torch
 
 from flowlab.core.schedules import DiscreteVP
 from flowlab.core.solvers import sample_diffusion
-from flowlab.crowd_sim.features import SceneEnvironment, StepInputs, brightness_cells, step_inputs
-from flowlab.crowd_sim.model import EnvSocialConfig, EnvSocialDenoiser
+from flowlab.crowd_sim.envsocial_diff.features import (
+    FeatureConfig,
+    SceneEnvironment,
+    StepInputs,
+    brightness_cells,
+    step_inputs,
+)
+from flowlab.crowd_sim.envsocial_diff.model import EnvSocialConfig, EnvSocialDenoiser
 from flowlab.crowd_sim.physics import DestinationForce
 from flowlab.crowd_sim.simulate import StepState
 
-__all__ = ["EnvSocialDiff", "scene_categories"]
+__all__ = ["EnvSocialDiff", "scene_categories", "scene_config"]
 
 FORMAT = "flowlab.crowd_sim.EnvSocialDiff/1"
 
@@ -30,6 +36,14 @@ def scene_categories(*scenes) -> tuple[str, ...]:
     """The annotation vocabulary of the scenes (index 0 reserved for unknown categories)."""
     names = sorted({c for s in scenes for boxes in (s.obstacles, s.interests) for c in boxes.categories})
     return ("<unknown>", *names)
+
+
+def scene_config(base: EnvSocialConfig, ablation: str, scene) -> EnvSocialConfig:
+    """`base` (e.g. a `SIZES` entry) with the branches of `ablation`, the scene's annotation vocabulary and the
+    official neighbourhoods of its `constants`: the model configuration the CLI and the benchmarks train."""
+    return base.with_ablation(
+        ablation, categories=scene_categories(scene), features=FeatureConfig.from_constants(scene.constants)
+    )
 
 
 class EnvSocialDiff:
@@ -162,7 +176,7 @@ class EnvSocialDiff:
         if not isinstance(blob, dict) or blob.get("format") != FORMAT:
             raise ValueError(f"{path}: not an EnvSocial-Diff checkpoint (expected format {FORMAT!r})")
         model = cls(
-            EnvSocialConfig.from_dict(blob["config"]),
+            EnvSocialConfig.from_mapping(blob["config"]),
             destination_force=DestinationForce(**blob["destination_force"]),
             scale=blob["scale"],
             device=device,

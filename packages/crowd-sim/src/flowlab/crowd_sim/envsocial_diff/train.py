@@ -1,9 +1,7 @@
-"""Training EnvSocial-Diff with the core's `fit` (EMA, checkpoints, resume, progress, DDP under torchrun).
+"""Training EnvSocial-Diff with the core's `fit` (EMA, checkpoints, resume, progress, DDP under torchrun), and model
+selection over initialisations.
 
-Phase 1, teacher forcing: every recorded frame of the training windows is one graph of the pedestrians present; the
-target of pedestrian i is its recorded acceleration (v_{t+1} - v_t) / dt minus the destination force, in its ego
-frame, divided by the model's `scale`; loss E_k ||eps - eps_theta(alpha_k x + sigma_k eps, k, c)||^2 over uniform
-DDPM steps k, averaged over the pedestrians with a valid target (present at t, t+1, t+2).
+Phase 1, teacher forcing on the recorded frames (`objective.training_frames`, `objective.epsilon_loss`).
 
 Phase 2, multi-frame rollout (SPDiff's `multistep` fine-tuning, as we implement it): from a random recorded frame the
 model rolls the scene forward `horizon` frames with its own samples (no gradient through the rollout); at rollout
@@ -20,27 +18,33 @@ from dataclasses import dataclass
 
 import torch
 
+from flowlab.core.config import Config
 from flowlab.core.nets import seeded_init
 from flowlab.core.train import EMA, FitResult, fit
-from flowlab.crowd_sim.envsocial import EnvSocialDiff
-from flowlab.crowd_sim.features import StepInputs
-from flowlab.crowd_sim.geometry import to_ego
+from flowlab.crowd_sim.envsocial_diff.features import StepInputs
+from flowlab.crowd_sim.envsocial_diff.objective import (
+    FrameBatch,
+    concat,
+    epsilon_loss,
+    residual_target,
+    training_frames,
+)
+from flowlab.crowd_sim.envsocial_diff.simulator import EnvSocialDiff
 from flowlab.crowd_sim.metrics import mae
 from flowlab.crowd_sim.physics import calibrate_destination_force
 from flowlab.crowd_sim.simulate import (
     InitialStates,
     StepState,
-    history_at,
     recorded_kinematics,
     simulate,
     simulate_window,
 )
 
-__all__ = ["TrainConfig", "calibrate", "train", "train_best_of", "training_frames", "validation_mae"]
+__all__ = ["TrainConfig", "calibrate", "train", "train_best_of", "validation_mae"]
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(Config):
     """Epochs over the training frames (phase 1), rollout fine-tuning steps (phase 2) and optimiser settings."""
 
     epochs: int = 2
@@ -56,6 +60,7 @@ class TrainConfig:
     max_accel: float = 10.0
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.epochs < 0 or self.finetune_steps < 0 or self.epochs + self.finetune_steps == 0:
             raise ValueError(
                 f"TrainConfig: epochs ({self.epochs}) and finetune_steps ({self.finetune_steps}) must be >= 0 and "
@@ -63,15 +68,6 @@ class TrainConfig:
             )
         if self.batch_frames < 1 or self.horizon < 1 or self.finetune_graphs < 1:
             raise ValueError("TrainConfig: batch_frames, horizon and finetune_graphs must be positive")
-
-
-@dataclass(frozen=True)
-class FrameBatch:
-    """Training batch: inputs of N pedestrians, scaled ego-frame targets (N, 2), loss weights (N,)."""
-
-    inputs: StepInputs
-    target: torch.Tensor
-    weight: torch.Tensor
 
 
 def _samples(windows) -> tuple[torch.Tensor, ...]:
@@ -98,72 +94,6 @@ def calibrate(model: EnvSocialDiff, windows, *, fit_destination_force: bool = Fa
     model.scale = float(residual.std())
 
 
-def training_frames(model: EnvSocialDiff, scene, windows, *, stride: int = 1) -> list[FrameBatch]:
-    """One `FrameBatch` per recorded frame (every `stride`-th) with at least one valid target (teacher forcing)."""
-    env = model.environment(scene)
-    frames = []
-    H = model.config.features.history
-    for w in windows:
-        kinematics = recorded_kinematics(w)
-        p, v, a_prev = kinematics
-        valid = torch.zeros_like(w.mask)
-        valid[:-2] = w.mask[:-2] & w.mask[1:-1] & w.mask[2:]
-        first = w.first_frame
-        for t in range(0, w.num_frames - 2, stride):
-            if not bool(valid[t].any()):
-                continue
-            hist = history_at(kinematics, first, torch.full_like(first, t), H)
-            state = StepState(p[t][None], v[t][None], a_prev[t][None], hist[None], w.mask[t], w.destinations, t, None)
-            state = _to(state, model.device)
-            inputs, ped = model.inputs(state, env)  # one replica: the flat index is the pedestrian
-            a_t = ((v[t + 1] - v[t]) / w.time_unit)[ped.cpu()].to(model.device)
-            target = _target(model, inputs, a_t, state, ped)
-            weight = valid[t, ped.cpu()].float().to(model.device)
-            frames.append(FrameBatch(inputs, torch.where(weight[:, None] > 0, target, 0), weight))
-    return frames
-
-
-def _to(state: StepState, device) -> StepState:
-    return StepState(
-        *(x.to(device) for x in (state.positions, state.velocities, state.accelerations, state.history)),
-        state.alive.to(device),
-        state.destinations.to(device),
-        state.frame,
-        state.generator,
-    )
-
-
-def _target(model, inputs: StepInputs, accel: torch.Tensor, state: StepState, ped: torch.Tensor) -> torch.Tensor:
-    """Scaled ego-frame residual of world accelerations accel: (N, 2) for the flat pedestrians `ped`."""
-    p = state.positions.reshape(-1, 2)[ped]
-    v = state.velocities.reshape(-1, 2)[ped]
-    g = state.destinations[ped % state.destinations.shape[0]]
-    residual = accel - model.destination_force(p, v, g)
-    return to_ego(residual, inputs.rotations) / model.scale
-
-
-def _concat(parts: Sequence[FrameBatch]) -> FrameBatch:
-    return FrameBatch(
-        StepInputs.cat([p.inputs for p in parts]),
-        torch.cat([p.target for p in parts]),
-        torch.cat([p.weight for p in parts]),
-    )
-
-
-def _loss(denoiser, batch: FrameBatch, generator: torch.Generator, schedule, K: int):
-    """Weighted epsilon loss at uniform DDPM steps k (core time t = 1 - (k + 1) / K)."""
-    inputs, x1, w = batch.inputs, batch.target, batch.weight
-    n = x1.shape[0]
-    k = torch.randint(0, K, (n,), generator=generator, device=x1.device)
-    t = 1 - (k + 1).double() / K
-    out = schedule(t[:, None])
-    eps = torch.randn(x1.shape, generator=generator, device=x1.device)
-    x_t = out.alpha.float() * x1 + out.sigma.float() * eps
-    pred = denoiser(x=x_t, t=t.float(), cond=denoiser.encode(inputs))
-    per = (pred - eps).pow(2).sum(-1)
-    return (per * w).sum() / w.sum().clamp_min(1e-8), {"targets": w.sum()}
-
-
 def train(
     model: EnvSocialDiff,
     scene,
@@ -187,7 +117,7 @@ def train(
         frames = training_frames(model, scene, windows)
     if config.epochs and not frames:
         raise ValueError("windows: no frame with a valid acceleration target (need 3 consecutive frames)")
-    K, schedule, denoiser = model.config.steps, model.schedule, model.denoiser
+    schedule, denoiser = model.schedule, model.denoiser
     per_epoch = max(1, len(frames or ()) // config.batch_frames)
     order: list[torch.Tensor] = []
 
@@ -198,7 +128,7 @@ def train(
         return order[0][i : i + config.batch_frames]
 
     def teacher_loss(m, ids: torch.Tensor, gen: torch.Generator):
-        return _loss(m, _concat([frames[int(i)] for i in ids]), gen, schedule, K)
+        return epsilon_loss(m, concat([frames[int(i)] for i in ids]), gen, schedule)
 
     optimizer = torch.optim.Adam(denoiser.parameters(), lr=config.lr)
     ema = EMA(denoiser, decay=config.ema_decay)
@@ -221,7 +151,7 @@ def train(
         rollouts = _Rollouts(model, scene, list(windows), config)
 
         def rollout_loss(m, seeds: torch.Tensor, gen: torch.Generator):
-            return _loss(m, _concat([rollouts(int(s)) for s in seeds]), gen, schedule, K)
+            return epsilon_loss(m, concat([rollouts(int(s)) for s in seeds]), gen, schedule)
 
         result = fit(
             denoiser,
@@ -360,7 +290,7 @@ class _Recorder:
         a_star = a_rec + (self.v_rec[t, ped.cpu()].to(dev) - v) / T + (self.p_rec[t, ped.cpu()].to(dev) - p) / T**2
         norm = a_star.norm(dim=-1, keepdim=True)
         a_star = torch.where(norm > cfg.max_accel, a_star * cfg.max_accel / norm.clamp_min(1e-8), a_star)
-        target = _target(model, inputs, a_star, state, ped)
+        target = residual_target(model, inputs, a_star, state, ped)
         weight = valid * cfg.decay ** (t - self.t0)
         self.inputs.append(inputs)
         self.targets.append(torch.where(weight[:, None] > 0, target, 0))

@@ -21,8 +21,9 @@ class OnlineReplay:
 
     `sampler` (the `train_agent` data source) steps every environment copy once with `agent.act`, stores the
     transitions and returns a uniform minibatch over everything stored. Finished episodes' undiscounted returns (with
-    the reward noise) are kept in `episode_returns`. The environment state is not checkpointed: an interrupted online
-    phase restarts from the offline dataset."""
+    the reward noise) are kept in `episode_returns`; `max_episode_steps` caps the online episodes (None: the
+    environment's own limit). The environment state is not checkpointed: an interrupted online phase restarts from the
+    offline dataset."""
 
     def __init__(
         self,
@@ -34,13 +35,14 @@ class OnlineReplay:
         seed: int,
         n_envs: int = 1,
         noise: NoiseSpec = NoiseSpec(),
+        max_episode_steps: int | None = None,
     ) -> None:
         if steps < 1:
             raise ValueError(f"steps: expected >= 1 online steps, got {steps}")
         config = getattr(agent, "config", None)
         if config is not None and config.next_action != "policy":
             raise ValueError("agent: online training needs an agent with next_action='policy' (it acts itself)")
-        self.env = make_vector_env(env_id, n_envs)
+        self.env = make_vector_env(env_id, n_envs, max_episode_steps=max_episode_steps)
         spaces = {"observations": self.env.single_observation_space, "actions": self.env.single_action_space}
         for name, dim in (("observations", dataset.obs_dim), ("actions", dataset.act_dim)):
             if spaces[name].shape != (dim,):

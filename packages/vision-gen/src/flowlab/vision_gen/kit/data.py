@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from importlib.resources import files
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["ImageSet", "digits_split_indices", "from_unit", "load_digits_images", "to_unit"]
+__all__ = ["ImageSet", "digits_source", "digits_split_indices", "from_unit", "load_digits_images", "to_unit"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,11 @@ class ImageSet:
 
     def __len__(self) -> int:
         return self.x.shape[0]
+
+
+def digits_source() -> Path:
+    """The file scikit-learn's `load_digits` reads (bundled in its wheel): the input that artifact keys checksum."""
+    return Path(str(files("sklearn.datasets") / "data" / "digits.csv.gz"))
 
 
 @lru_cache(maxsize=1)

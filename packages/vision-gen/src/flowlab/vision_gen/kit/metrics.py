@@ -1,28 +1,46 @@
 """Offline quality kit: a seeded digits CNN, its 128-d features and the "digits-FD" (Frechet distance in them).
 
 The net (conv 32 -> pool -> conv 64 -> pool -> 128 ReLU -> 10 logits at 16x16) is trained once with seed 0 on the
-fixed train split (Adam 1e-3, 30 epochs, +-1 px shifts) and cached under $FLOWLAB_CACHE keyed by the config and the
-torch version. Inputs are images in [-1, 1] of any size (resized to 16x16).
+fixed train split (Adam 1e-3, 30 epochs, +-1 px shifts): a core artifact, built once into $FLOWLAB_CACHE and
+checked on every load. Inputs are images in [-1, 1] of any size (resized to 16x16).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
+from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from flowlab.core.artifacts import Artifact, ensure
+from flowlab.core.config import Config
 from flowlab.core.metrics.frechet import frechet_distance
 from flowlab.core.train import fit
-from flowlab.vision_gen.kit.data import load_digits_images
-from flowlab.vision_gen.kit.train import cache_dir
+from flowlab.vision_gen.kit.data import digits_source, load_digits_images
 
-__all__ = ["DigitsFeatureNet", "classifier_scores", "digits_fd", "digits_feature_net"]
+__all__ = [
+    "DigitsFeatureNet",
+    "FeatureNetConfig",
+    "classifier_scores",
+    "digits_fd",
+    "digits_feature_net",
+    "feature_net_artifact",
+]
 
-_CONFIG = {"epochs": 30, "lr": 1e-3, "batch": 64, "seed": 0, "shift": 1}
+
+@dataclass(frozen=True)
+class FeatureNetConfig(Config):
+    """The digits CNN's training: cross-entropy, Adam at `lr`, `epochs` over the train split in batches of `batch`,
+    each batch rolled by up to `shift` px; `seed` for the init and the batches."""
+
+    epochs: int = 30
+    lr: float = 1e-3
+    batch: int = 64
+    seed: int = 0
+    shift: int = 1
 
 
 class DigitsFeatureNet(nn.Module):
@@ -45,11 +63,11 @@ class DigitsFeatureNet(nn.Module):
         return self.head(self.features(x))
 
 
-def _train(net: DigitsFeatureNet) -> None:
+def _train(net: DigitsFeatureNet, config: FeatureNetConfig) -> None:
     """Cross-entropy on the train split through the core `fit`: a fresh permutation each epoch, batches of
-    _CONFIG["batch"] images rolled by one random (dy, dx) in {-1, 0, 1}^2 each."""
+    `config.batch` images rolled by one random (dy, dx) in {-shift, ..., shift}^2 each."""
     data = load_digits_images(16, split="train")
-    n, size = len(data), _CONFIG["batch"]
+    n, size = len(data), config.batch
     per_epoch = math.ceil(n / size)
     order: list[torch.Tensor] = []
 
@@ -57,60 +75,81 @@ def _train(net: DigitsFeatureNet) -> None:
         if step % per_epoch == 0:
             order[:] = [torch.randperm(n, generator=g)]
         idx = order[0][(step % per_epoch) * size :][:size]
-        dx, dy = (int(v) for v in torch.randint(-1, 2, (2,), generator=g))
+        dx, dy = (int(v) for v in torch.randint(-config.shift, config.shift + 1, (2,), generator=g))
         return torch.roll(data.x[idx], shifts=(dy, dx), dims=(2, 3)), data.y[idx]
 
     fit(
         net,
         lambda model, batch, g: (F.cross_entropy(model(batch[0]), batch[1]), {}),
         batches,
-        steps=_CONFIG["epochs"] * per_epoch,
-        optimizer=torch.optim.Adam(net.parameters(), lr=_CONFIG["lr"]),
+        steps=config.epochs * per_epoch,
+        optimizer=torch.optim.Adam(net.parameters(), lr=config.lr),
         grad_clip=None,
         device="cpu",
-        generator=torch.Generator().manual_seed(_CONFIG["seed"]),
+        generator=torch.Generator().manual_seed(config.seed),
         progress=False,
         log_every=per_epoch,
+    )
+
+
+def _build_feature_net(config: FeatureNetConfig, folder: Path) -> None:
+    torch.manual_seed(config.seed)
+    net = DigitsFeatureNet()
+    _train(net, config)
+    torch.save(net.state_dict(), folder / "weights.pt")
+
+
+def feature_net_artifact(config: FeatureNetConfig | None = None) -> Artifact:
+    """The cache entry of the digits CNN (the default trains on CPU in about a minute)."""
+    return Artifact(
+        "vision.digits_feature_net",
+        build=_build_feature_net,
+        config=config or FeatureNetConfig(),
+        inputs=(digits_source(),),
+        expected_seconds=2.0 * (config or FeatureNetConfig()).epochs,
+        description="digits CNN whose 128-d features give the digits-FD",
     )
 
 
 _NET: dict[str, DigitsFeatureNet] = {}
 
 
-def digits_feature_net(*, device: torch.device | str | None = None) -> DigitsFeatureNet:
-    """The trained, cached feature net (eval mode, no grad)."""
-    key = hashlib.sha256(json.dumps([_CONFIG, torch.__version__]).encode()).hexdigest()[:16]
+def digits_feature_net(
+    config: FeatureNetConfig | None = None, *, device: torch.device | str | None = None
+) -> DigitsFeatureNet:
+    """The trained, cached feature net of `config` (default: the kit's; eval mode, no grad)."""
+    artifact = feature_net_artifact(config)
+    key = artifact.key()
     if key not in _NET:
-        torch.manual_seed(_CONFIG["seed"])
         net = DigitsFeatureNet()
-        path = cache_dir() / "digits_feature_net" / f"{key}.pt"
-        if path.is_file():
-            net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-        else:
-            _train(net)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            torch.save(net.state_dict(), path)
+        net.load_state_dict(torch.load(ensure(artifact).path / "weights.pt", map_location="cpu", weights_only=True))
         net.eval().requires_grad_(False)
         _NET[key] = net
     return _NET[key].to(device or "cpu")
 
 
-def _features(x: torch.Tensor) -> torch.Tensor:
-    net = digits_feature_net(device=x.device)  # may train: outside no_grad
+def _features(x: torch.Tensor, config: FeatureNetConfig | None) -> torch.Tensor:
+    net = digits_feature_net(config, device=x.device)
     with torch.no_grad():
         return torch.cat([net.features(x[i : i + 512].float()) for i in range(0, x.shape[0], 512)])
 
 
-def digits_fd(samples: torch.Tensor, reference: torch.Tensor | str = "test") -> float:
-    """digits-FD between images (N, 1, H, W) in [-1, 1] and `reference` images or a digits split name."""
+def digits_fd(
+    samples: torch.Tensor, reference: torch.Tensor | str = "test", *, features: FeatureNetConfig | None = None
+) -> float:
+    """digits-FD between images (N, 1, H, W) in [-1, 1] and `reference` images or a digits split name, in the
+    features of the `features` net (default: the kit's)."""
     if isinstance(reference, str):
         reference = load_digits_images(16, split=reference).x
-    return float(frechet_distance(_features(samples).double(), _features(reference.to(samples.device)).double()))
+    ours, theirs = _features(samples, features), _features(reference.to(samples.device), features)
+    return float(frechet_distance(ours.double(), theirs.double()))
 
 
-def classifier_scores(samples: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, float]:
+def classifier_scores(
+    samples: torch.Tensor, labels: torch.Tensor | None = None, *, features: FeatureNetConfig | None = None
+) -> dict[str, float]:
     """accuracy (if labels), mean confidence and the entropy of the predicted-class histogram (nats)."""
-    net = digits_feature_net(device=samples.device)
+    net = digits_feature_net(features, device=samples.device)
     with torch.no_grad():
         p = torch.softmax(net(samples.float()), -1)
     hist = torch.bincount(p.argmax(-1), minlength=10).double() / p.shape[0]

@@ -1,28 +1,102 @@
-"""Training and caching of the tiny epsilon-prediction denoisers through `flowlab.core.train.fit`."""
+"""The tiny epsilon-prediction digits denoisers: training through `flowlab.core.train.fit`, and the shared trained
+teacher as a core artifact (built once into `$FLOWLAB_CACHE`, checked on every load).
+
+    teacher = digits_denoiser(DigitsDenoiserConfig(steps=1500, dither=0.1, data_range=0.75))
+"""
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from flowlab.core.artifacts import Artifact, ensure
+from flowlab.core.config import Config
 from flowlab.core.losses import ddpm_loss
 from flowlab.core.schedules import DiscreteVP
 from flowlab.core.train import EMA, fit
+from flowlab.vision_gen.kit.data import digits_source, load_digits_images
 from flowlab.vision_gen.kit.nets import DiTField, UNetField, tiny_dit, tiny_unet
 
-__all__ = ["ARCHS", "cache_dir", "train_digits_denoiser"]
+__all__ = ["ARCHS", "DigitsDenoiserConfig", "digits_denoiser", "digits_denoiser_artifact", "train_digits_denoiser"]
 
 #: the denoiser backbones `train_digits_denoiser` builds
 ARCHS = ("unet", "dit")
+#: seconds per training step of the 16x16 UNet with 32 base channels, batch 128, on the 2-core CPU machine
+_STEP_SECONDS = 0.76
 
 
-def cache_dir() -> Path:
-    """$FLOWLAB_CACHE (default ~/.cache/flowlab)."""
-    return Path(os.environ.get("FLOWLAB_CACHE", Path.home() / ".cache" / "flowlab"))
+@dataclass(frozen=True)
+class DigitsDenoiserConfig(Config):
+    """The shared digits teacher: `train_digits_denoiser` on scikit-learn's digits (the kit's train split), at
+    `size`, scaled to [-data_range, data_range]; trained on `device` (a device type: the weights depend on it)."""
+
+    size: int = 16
+    data_range: float = 1.0
+    steps: int = 2000
+    batch_size: int = 128
+    lr: float = 2e-3
+    seed: int = 0
+    base_channels: int = 32
+    arch: str = "unet"
+    dither: float = 0.0
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.arch not in ARCHS:
+            raise ValueError(f"arch: expected one of {ARCHS}, got {self.arch!r}")
+        if not 0 < self.data_range <= 1:
+            raise ValueError(f"data_range: expected a value in (0, 1], got {self.data_range!r}")
+        if self.device not in ("cpu", "cuda", "mps"):
+            raise ValueError(f"device: expected a device type (cpu, cuda or mps), got {self.device!r}")
+
+
+def _build_denoiser(config: DigitsDenoiserConfig, folder: Path) -> None:
+    images = load_digits_images(config.size, split="train", value_range=(-config.data_range, config.data_range)).x
+    field = train_digits_denoiser(
+        images,
+        steps=config.steps,
+        batch_size=config.batch_size,
+        lr=config.lr,
+        seed=config.seed,
+        base_channels=config.base_channels,
+        arch=config.arch,
+        dither=config.dither,
+        device=config.device,
+        progress=True,
+    )
+    torch.save({k: v.detach().cpu() for k, v in field.state_dict().items()}, folder / "weights.pt")
+
+
+def digits_denoiser_artifact(config: DigitsDenoiserConfig) -> Artifact:
+    """The cache entry of one teacher (for a scenario's `requires` and for `digits_denoiser`)."""
+    scale = (config.size / 16) ** 2 * (config.base_channels / 32) ** 2 * config.batch_size / 128
+    return Artifact(
+        "vision.digits_denoiser",
+        build=_build_denoiser,
+        config=config,
+        inputs=(digits_source(),),
+        expected_seconds=max(1.0, config.steps * _STEP_SECONDS * scale),
+        description=f"{config.arch} digits denoiser, {config.size}x{config.size}, {config.steps} steps",
+    )
+
+
+def digits_denoiser(config: DigitsDenoiserConfig, *, device: torch.device | str | None = None) -> UNetField | DiTField:
+    """The trained teacher of `config` (EMA weights, eval mode) on `device` (default: the one it was trained on),
+    built into the cache on the first call."""
+    entry = ensure(digits_denoiser_artifact(config))
+    field = _field(config.arch, config.size, 1, config.base_channels)
+    field.load_state_dict(torch.load(entry.path / "weights.pt", map_location="cpu", weights_only=True))
+    return _for_inference(field.to(device or config.device))
+
+
+def _field(arch: str, size: int, channels: int, base_channels: int) -> UNetField | DiTField:
+    schedule = DiscreteVP.linear()
+    if arch == "dit":
+        return DiTField(tiny_dit(size, channels, dim=2 * base_channels), schedule=schedule)
+    return UNetField(tiny_unet(size, channels, base_channels=base_channels), schedule=schedule)
 
 
 def train_digits_denoiser(
@@ -36,7 +110,6 @@ def train_digits_denoiser(
     arch: str = "unet",
     dither: float = 0.0,
     device: torch.device | str = "cpu",
-    use_cache: bool = True,
     progress: bool = False,
 ) -> UNetField | DiTField:
     """An epsilon-prediction tiny denoiser on `images` (N, C, S, S) in [-1, 1] with DiscreteVP.linear(); EMA weights.
@@ -46,7 +119,7 @@ def train_digits_denoiser(
     dither² I), a density with full support. Upsampled digits span a 64-dim subspace of the 256 pixels, and a
     generator of such data shrinks the initial noise off it to the last grid noise level; latent watermarks need
     that noise back from the image.
-    Trained weights are cached under cache_dir()/denoisers keyed by the data, the settings and the torch version.
+    `digits_denoiser` keeps the shared, cached teacher; this trains one afresh on any images.
     """
     if arch not in ARCHS:
         raise ValueError(f"arch: expected one of {ARCHS}, got {arch!r}")
@@ -54,23 +127,8 @@ def train_digits_denoiser(
         raise ValueError(f"dither: expected a number >= 0, got {dither!r}")
     schedule = DiscreteVP.linear()
     size, channels = images.shape[-1], images.shape[1]
-
-    def build() -> UNetField | DiTField:
-        if arch == "dit":
-            return DiTField(tiny_dit(size, channels, dim=2 * base_channels), schedule=schedule)
-        return UNetField(tiny_unet(size, channels, base_channels=base_channels), schedule=schedule)
-
-    settings = [steps, batch_size, lr, seed, base_channels, arch, torch.__version__, list(images.shape)]
-    if dither:
-        settings.append(float(dither))
-    key = hashlib.sha256(json.dumps(settings).encode() + images.cpu().numpy().tobytes()).hexdigest()[:16]
-    path = cache_dir() / "denoisers" / f"digits{size}_{arch}_{key}.pt"
-    if use_cache and path.is_file():
-        field = build()
-        field.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-        return _for_inference(field.to(device))
     torch.manual_seed(seed)
-    field = build().to(device)
+    field = _field(arch, size, channels, base_channels).to(device)
     data = images.to(device)
     gen = torch.Generator().manual_seed(seed)
 
@@ -100,9 +158,6 @@ def train_digits_denoiser(
     with ema.swap():
         state = {k: v.detach().cpu().clone() for k, v in field.state_dict().items()}
     field.load_state_dict(state)
-    if use_cache:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(state, path)
     return _for_inference(field)
 
 

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from flowlab.core.bench import BenchContext, BenchResult, Scenario
+import torch
+
+from flowlab.core.artifacts import Artifact
+from flowlab.core.bench import BenchContext, BenchResult, Claim, Scenario
 from flowlab.core.config import Config
 from flowlab.vision_gen.kit.attacks import SMALL_SUITE
+from flowlab.vision_gen.kit.metrics import FeatureNetConfig, feature_net_artifact
+from flowlab.vision_gen.kit.train import DigitsDenoiserConfig, digits_denoiser_artifact
 from flowlab.vision_gen.watermark.e2e import run_e2e
 from flowlab.vision_gen.watermark.evaluate import SCHEMES, speed_table, statistics_table
 
@@ -34,6 +39,7 @@ class StatsBench(Config):
 
 STATS_FULL = StatsBench()
 STATS_QUICK = replace(STATS_FULL, n=1000, speed_repeats=5)
+STATS_SMOKE = replace(STATS_FULL, n=128, speed_repeats=1)
 
 
 def _stats(ctx: BenchContext) -> BenchResult:
@@ -60,7 +66,8 @@ STATS = Scenario(
     package="vision",
     method="watermark",
     run=_stats,
-    variants={"quick": STATS_QUICK, "full": STATS_FULL},
+    variants={"smoke": STATS_SMOKE, "quick": STATS_QUICK, "full": STATS_FULL},
+    expected_seconds={"smoke": 8, "quick": 60, "full": 60},
     directions=_DIRECTIONS,
     description="Gaussianity of watermarked initial latents at SD scale (KS, chi2 of block norms, moments, third "
     "moments, covariance and sign-covariance top eigenvalue vs the Marchenko-Pastur edge, logistic-regression "
@@ -71,8 +78,11 @@ STATS = Scenario(
 
 @dataclass(frozen=True)
 class E2EBench(Config):
-    """`n` images per scheme through the attacks, `fd_n` per set for the digits-FD, the digits model's training
-    steps; the model learns digits in [-data_range, data_range] plus N(0, dither^2) noise (see e2e.py for why)."""
+    """`n` images per scheme through the attacks, `fd_n` per set for the digits-FD, `steps` of generation and
+    `inversion_steps` of DDIM inversion; the shared digits model (an artifact: `train_steps` of batch
+    `train_batch`, `base_channels`, trained with `teacher_seed` whatever the run's seed) learns digits in
+    [-data_range, data_range] plus N(0, dither^2) noise (see e2e.py for why); the digits-FD's feature net trains
+    for `feature_epochs` (an artifact too)."""
 
     n: int = 1000
     fd_n: int = 1000
@@ -80,10 +90,30 @@ class E2EBench(Config):
     attacks: tuple[str, ...] = ("clean", *SMALL_SUITE)
     dither: float = 0.1
     data_range: float = 0.75
+    steps: int = 50
+    inversion_steps: int = 50
+    base_channels: int = 32
+    train_batch: int = 128
+    teacher_seed: int = 0
+    feature_epochs: int = 30
 
 
 E2E_FULL = E2EBench()
 E2E_QUICK = replace(E2E_FULL, n=32, fd_n=64, train_steps=1500)
+E2E_SMOKE = replace(E2E_QUICK, n=8, fd_n=32, train_steps=4, train_batch=32, base_channels=8, steps=4,
+                    inversion_steps=4, attacks=("clean", SMALL_SUITE[0]), feature_epochs=1)  # fmt: skip
+
+
+def _teacher(cfg: E2EBench, device: torch.device) -> DigitsDenoiserConfig:
+    return DigitsDenoiserConfig(size=16, data_range=cfg.data_range, steps=cfg.train_steps, batch_size=cfg.train_batch,
+                                seed=cfg.teacher_seed, base_channels=cfg.base_channels, dither=cfg.dither,
+                                device=device.type)  # fmt: skip
+
+
+def _e2e_artifacts(cfg: E2EBench, device: torch.device) -> tuple[Artifact, ...]:
+    return digits_denoiser_artifact(_teacher(cfg, device)), feature_net_artifact(
+        FeatureNetConfig(epochs=cfg.feature_epochs)
+    )
 
 
 def _e2e(ctx: BenchContext) -> BenchResult:
@@ -91,13 +121,14 @@ def _e2e(ctx: BenchContext) -> BenchResult:
     res = run_e2e(
         n=cfg.n,
         fd_n=cfg.fd_n,
-        train_steps=cfg.train_steps,
+        teacher=_teacher(cfg, ctx.device),
         attacks=cfg.attacks,
+        steps=cfg.steps,
+        inversion_steps=cfg.inversion_steps,
+        features=FeatureNetConfig(epochs=cfg.feature_epochs),
         seed=ctx.seed,
         generator=ctx.generator,
         device=ctx.device,
-        dither=cfg.dither,
-        data_range=cfg.data_range,
     )
     return BenchResult(
         metrics=res["spherical"],
@@ -114,7 +145,14 @@ E2E = Scenario(
     package="vision",
     method="watermark",
     run=_e2e,
-    variants={"quick": E2E_QUICK, "full": E2E_FULL},
+    variants={"smoke": E2E_SMOKE, "quick": E2E_QUICK, "full": E2E_FULL},
+    # quick: with the teacher cached (its cold build, about 19 minutes, is the artifact's own row); full: one GPU
+    expected_seconds={"smoke": 10, "quick": 150, "full": 600},
+    requires=_e2e_artifacts,
+    headline=True,
+    claim=Claim(
+        "Spherical decodes its 32 bits from clean generations (paper: bit accuracy 0.9999)", "clean_bit_acc", ">=", 0.99
+    ),
     directions={"clean_bit_acc": "max", "clean_tpr1": "max", "clean_auc": "max", "fd_vs_clean": "min"},
     description="Tiny 16x16 digits UNet (DiscreteVP.linear, epsilon) on dithered digits: 50-step DPM-Solver++(2M) "
     "generation, attacks, 50-step DDIM inversion; bit accuracy, raw BER, AUC and TPR@1%FPR per attack for "

@@ -17,13 +17,15 @@ the largest of three pairs), and of each set to the dithered held-out digits.
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from flowlab.vision_gen.kit.attacks import SMALL_SUITE, parse_attack
 from flowlab.vision_gen.kit.data import from_unit, load_digits_images, to_unit
-from flowlab.vision_gen.kit.metrics import digits_fd
+from flowlab.vision_gen.kit.metrics import FeatureNetConfig, digits_fd
 from flowlab.vision_gen.kit.sampling import generate, invert_to_noise
-from flowlab.vision_gen.kit.train import train_digits_denoiser
+from flowlab.vision_gen.kit.train import DigitsDenoiserConfig, digits_denoiser
 from flowlab.vision_gen.watermark.evaluate import auc, tpr_at_fpr
 from flowlab.vision_gen.watermark.gaussian_shading import GaussianShading, GaussianShadingConfig
 from flowlab.vision_gen.watermark.spherical import SphericalConfig, SphericalWatermark
@@ -43,7 +45,7 @@ def _batched(fn, x: torch.Tensor, batch: int) -> torch.Tensor:
 def run_e2e(
     *,
     n: int,
-    train_steps: int,
+    teacher: DigitsDenoiserConfig,
     attacks: tuple[str, ...] = ("clean", *SMALL_SUITE),
     steps: int = 50,
     inversion_steps: int = 50,
@@ -51,23 +53,25 @@ def run_e2e(
     generator: torch.Generator,
     device: torch.device | str = "cpu",
     batch: int = 256,
-    dither: float = 0.1,
-    data_range: float = 0.75,
     fd_n: int | None = None,
+    features: FeatureNetConfig | None = None,
 ) -> dict[str, dict[str, float]]:
     """scheme -> metrics ("<attack>_bit_acc", "<attack>_raw_ber", "<attack>_auc", "<attack>_tpr1", "fd", ...).
 
     n images per scheme go through the attacks; fd_n >= n (default n) per set are generated for the digits-FD.
-    dither: the std of the Gaussian noise the model's training images carry; data_range: the images' half-range.
+    teacher: the shared digits model (a cached artifact); its `dither` (the std of the Gaussian noise its training
+    images carry) and `data_range` (their half-range) shape the held-out reference too. features: the digits-FD's
+    feature net (default: the kit's).
     """
+    fd = partial(digits_fd, features=features)
     dev = torch.device(device)
     fd_n = n if fd_n is None else fd_n
-    if not 0 < data_range <= 1:
-        raise ValueError(f"data_range: expected a value in (0, 1], got {data_range!r}")
     if fd_n < n:
         raise ValueError(f"fd_n: expected at least n = {n}, got {fd_n}")
-    images = load_digits_images(16, split="train", value_range=(-data_range, data_range)).x
-    field = train_digits_denoiser(images, steps=train_steps, seed=seed, dither=dither, device=dev)
+    if teacher.size != 16:
+        raise ValueError(f"teacher: expected a 16x16 digits model, got size {teacher.size}")
+    dither, data_range = teacher.dither, teacher.data_range
+    field = digits_denoiser(teacher, device=dev)
     shape = (1, 16, 16)
     sph = SphericalWatermark.from_seed(SphericalConfig.digits16(), seed)
     gs = GaussianShading.from_seed(GaussianShadingConfig(shape, (1, 4, 8), "per_image"), seed)
@@ -83,15 +87,15 @@ def run_e2e(
     everything = _batched(lambda z: generate(field, z.to(dev), steps=steps), torch.cat(list(latents.values())), batch)
     gen = dict(zip(latents, everything.split(fd_n)))
     out: dict[str, dict[str, float]] = {k: {} for k in ("spherical", "gaussian_shading", "tree_ring")}
-    floors = [digits_fd(gen[a], gen[b]) for i, a in enumerate(_CLEAN) for b in _CLEAN[i + 1 :]]
+    floors = [fd(gen[a], gen[b]) for i, a in enumerate(_CLEAN) for b in _CLEAN[i + 1 :]]
     held_out = load_digits_images(16, split="test", value_range=(-data_range, data_range)).x
     held_out = held_out + dither * torch.randn(held_out.shape, generator=torch.Generator().manual_seed(seed))
-    fd_clean_to_data = digits_fd(gen["clean"], held_out.to(gen["clean"]))
+    fd_clean_to_data = fd(gen["clean"], held_out.to(gen["clean"]))
     for k in out:
-        out[k]["fd_vs_clean"] = digits_fd(gen[k], gen["clean"])
+        out[k]["fd_vs_clean"] = fd(gen[k], gen["clean"])
         out[k]["fd_floor"] = sum(floors) / len(floors)
         out[k]["fd_floor_max"] = max(floors)
-        out[k]["fd_to_data"] = digits_fd(gen[k], held_out.to(gen[k]))
+        out[k]["fd_to_data"] = fd(gen[k], held_out.to(gen[k]))
         out[k]["fd_clean_to_data"] = fd_clean_to_data
     gen, msgs, nonces = {k: v[:n] for k, v in gen.items()}, msgs[:n], nonces[:n]
     ag = torch.Generator().manual_seed(seed + 17)

@@ -1,5 +1,6 @@
 """The typed settings shared by the WFR-FM scenarios: `WFRBench` (its defaults are the full variant), the quick
-variant derived from a full one, the metric directions and the paper's label."""
+variant derived from a full one and the smoke variant from a quick one, the metric directions and the paper's
+label."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from flowlab.biology_dynamics.wfr_fm.ot_cfm import OTCFMConfig
 from flowlab.biology_dynamics.wfr_fm.uot_cfm import UOTCFMConfig
 from flowlab.core.config import Config
 
-__all__ = ["DIRECTIONS", "PAPER", "WFRBench", "quick", "with_matching"]
+__all__ = ["DIRECTIONS", "PAPER", "WFRBench", "quick", "smoke", "with_matching"]
 
 PAPER = "WFR-FM [paper, unverified]"
 
@@ -42,7 +43,9 @@ class WFRBench(Config):
     baseline as the spec and TIGON train it (the adjoint of adaptive dopri5); `neural_ode_rk4`: our faster variant
     (backpropagation through fixed-step rk4: about 4x less time per step at a similar W1 on gene and EMT); the
     speed-up is reported against both, the rk4 one under the suffix "_rk4". `threads`: torch threads while the
-    scenario runs (None: unchanged); `curve_points`: evenly and log-spaced steps of each W1-vs-time curve."""
+    scenario runs (None: unchanged); `curve_points`: evenly and log-spaced steps of each W1-vs-time curve;
+    `cell_fraction`: the share of each time point's cells the scenario keeps (`data.subsample_cells`; 1: all, as
+    the quick and full variants)."""
 
     wfr: WFRConfig = field(
         default_factory=lambda: WFRConfig(v_hidden=_WIDE, g_hidden=(256,) * 3, iters=3000, batch=256, plan_iters=1000)
@@ -63,6 +66,7 @@ class WFRBench(Config):
     )
     threads: int | None = 1
     curve_points: int = 30
+    cell_fraction: float = 1.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -73,6 +77,8 @@ class WFRBench(Config):
             )
         if self.curve_points < 1:
             raise ValueError(f"curve_points: expected a positive count, got {self.curve_points}")
+        if not 0 < self.cell_fraction <= 1:
+            raise ValueError(f"cell_fraction: expected a share in (0, 1], got {self.cell_fraction}")
 
 
 B = TypeVar("B", bound=WFRBench)
@@ -98,4 +104,18 @@ def quick(full: B) -> B:
         neural_ode=replace(full.neural_ode, **ode),
         neural_ode_rk4=replace(full.neural_ode_rk4, **ode),
         curve_points=20,
+    )
+
+
+def smoke(quick: B) -> B:
+    """The smoke variant of a quick one: toy networks and lengths on a quarter of the cells, seconds on a CPU. It
+    checks that every method's code path runs, not the fit."""
+    tiny = with_matching(quick, v_hidden=(16,) * 2, g_hidden=(16,), iters=20, batch=32, plan_iters=30)
+    ode = {"v_hidden": (16,), "g_hidden": (16,), "iters": 2, "batch": 32}
+    return replace(
+        tiny,
+        neural_ode=replace(quick.neural_ode, **ode),
+        neural_ode_rk4=replace(quick.neural_ode_rk4, **ode),
+        curve_points=1,
+        cell_fraction=0.25,
     )

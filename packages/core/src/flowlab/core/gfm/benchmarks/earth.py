@@ -20,6 +20,8 @@ from flowlab.core.gfm.benchmarks.protocol import (
     LABELS,
     QUICK_FIELDS,
     QUICK_TRAIN,
+    SMOKE_FIELDS,
+    SMOKE_TRAIN,
     GFMBench,
     assemble,
     directions,
@@ -98,14 +100,24 @@ EARTH_QUICK = replace(
     workers=2,
     warm_start=2500,
 )
+#: smoke: volcano alone, in this process (flood's 975 held-out points make its MMDs the slow part)
+EARTH_SMOKE = replace(
+    EARTH_QUICK,
+    **{**SMOKE_FIELDS, "train": replace(SMOKE_TRAIN, **_EARTH_FEATURES)},
+    datasets=("volcano",),
+    workers=1,
+)
 
 EARTH = Scenario(
     name="core.gfm.earth",
     package="core",
     method="gfm",
     run=run_earth,
-    variants={"quick": EARTH_QUICK, "full": EARTH_FULL},
+    variants={"smoke": EARTH_SMOKE, "quick": EARTH_QUICK, "full": EARTH_FULL},
     directions=directions(("volcano", "earthquake", "flood")),
     tags=frozenset({"manifold", "flow-map", "few-step"}),
     description="GFM vs RFM on the earth data (S²): geodesic MMD at 1-100 NFE and test NLL from v_{t,t}.",
+    # quick: 118-127 s idle (RESULTS.md); full: a guess, 3 data sets x 5 models x 100k steps, one process per data
+    # set sharing one GPU
+    expected_seconds={"smoke": 6, "quick": 130, "full": 3000},
 )

@@ -184,3 +184,7 @@ FULL_TRAIN = GFMConfig(steps=100_000, batch_size=512, hidden=(256, 256, 256, 256
 QUICK_TRAIN = replace(FULL_TRAIN, steps=5000, hidden=(128, 128, 128), lr=3e-3, ema_decay=0.995)
 #: the quick variants: the small network for 5000 steps, G-LSD and G-PSD only, 500 samples and 20 NLL steps
 QUICK_FIELDS = {"train": QUICK_TRAIN, "objectives": ("lsd", "psd"), "samples": 500, "nll_steps": 20}
+#: the smoke variants (the code path, not quality): a 2x32 network for 40 steps, the GFM models from RFM's step 20,
+#: 64 samples and 4 NLL steps
+SMOKE_TRAIN = replace(QUICK_TRAIN, steps=40, batch_size=64, hidden=(32, 32))
+SMOKE_FIELDS = {"train": SMOKE_TRAIN, "samples": 64, "nll_steps": 4, "warm_start": 20}

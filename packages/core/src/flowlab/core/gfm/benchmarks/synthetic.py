@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from flowlab.core.bench import (
     BenchContext,
     BenchResult,
+    Claim,
     Scenario,
     torch_threads,
 )
@@ -15,6 +16,7 @@ from flowlab.core.gfm.benchmarks.protocol import (
     FULL_TRAIN,
     LABELS,
     QUICK_FIELDS,
+    SMOKE_FIELDS,
     GFMBench,
     assemble,
     directions,
@@ -69,16 +71,23 @@ TORUS_FULL = TorusBench(train=FULL_TRAIN)
 TORUS_QUICK = replace(TORUS_FULL, **QUICK_FIELDS, dims=(2,), warm_start=2000, n_test=1000)
 HYPERBOLIC_FULL = HyperbolicBench(train=FULL_TRAIN)
 HYPERBOLIC_QUICK = replace(HYPERBOLIC_FULL, **QUICK_FIELDS, warm_start=2500, n_test=1000)
+TORUS_SMOKE = replace(TORUS_QUICK, **SMOKE_FIELDS, n_train=512, n_test=128)
+HYPERBOLIC_SMOKE = replace(HYPERBOLIC_QUICK, **SMOKE_FIELDS, n_train=512, n_test=128)
 
 TORUS = Scenario(
     name="core.gfm.torus",
     package="core",
     method="gfm",
     run=run_torus,
-    variants={"quick": TORUS_QUICK, "full": TORUS_FULL},
+    variants={"smoke": TORUS_SMOKE, "quick": TORUS_QUICK, "full": TORUS_FULL},
     directions=directions(("T2", "T7")),
     tags=frozenset({"manifold", "flow-map", "few-step"}),
     description="GFM vs RFM on wrapped-normal mixtures on T² (and T⁷ in full): MMD by NFE, KL to the exact density.",
+    # quick: 75-78 s idle (RESULTS.md); full: a guess, 5 models x 100k steps per torus at a few ms a step on one GPU
+    expected_seconds={"smoke": 5, "quick": 80, "full": 5000},
+    # the headline: the cheapest GFM case, on a torus like the paper's 1-NFE table (backbone torsions, T²)
+    headline=True,
+    claim=Claim("G-LSD's 1-NFE MMD at most 1/5 of RFM's (T²)", "T2/mmd_nfe1", "<=", 0.2, baseline="RFM"),
 )
 
 HYPERBOLIC = Scenario(
@@ -86,8 +95,10 @@ HYPERBOLIC = Scenario(
     package="core",
     method="gfm",
     run=run_hyperbolic,
-    variants={"quick": HYPERBOLIC_QUICK, "full": HYPERBOLIC_FULL},
+    variants={"smoke": HYPERBOLIC_SMOKE, "quick": HYPERBOLIC_QUICK, "full": HYPERBOLIC_FULL},
     directions=directions(("disk",)),
     tags=frozenset({"manifold", "flow-map", "few-step"}),
     description="GFM vs RFM on a 6-component wrapped-normal mixture on the Poincaré disk: MMD by NFE, KL.",
+    # quick: 117-121 s idle (RESULTS.md); full: a guess, 5 models x 100k steps at a few ms a step on one GPU
+    expected_seconds={"smoke": 5, "quick": 125, "full": 2500},
 )

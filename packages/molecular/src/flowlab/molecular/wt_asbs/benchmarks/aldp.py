@@ -239,13 +239,35 @@ ALDP_QUICK = replace(
     workers=1,
     md_steps=25000,
 )
+#: toy size (the code path, not quality): an AC curriculum of 2 + 1 two-step epochs, 64 samples and 4 ps of the
+#: references; the wider noise spreads the untrained sampler's torsions so that C7eq holds samples (else Delta F is NaN)
+ALDP_SMOKE = replace(
+    ALDP_QUICK,
+    sampler=replace(
+        ALDP_QUICK.sampler,
+        asbs=replace(
+            ALDP_QUICK.sampler.asbs,
+            stages="AC",
+            adjoint_epochs=2,
+            corrector_epochs=1,
+            steps_per_epoch=2,
+            new_samples=16,
+            sde_steps=20,
+            skip_epochs=0,
+        ),
+        sigma_max=0.2,
+    ),
+    n_eval=64,
+    md_steps=2000,
+    metad_frequency=100,
+)
 
 ALDP = Scenario(
     name="mol.wt_asbs.aldp",
     package="mol",
     method="wt_asbs",
     run=run_aldp,
-    variants={"quick": ALDP_QUICK, "full": ALDP_FULL},
+    variants={"smoke": ALDP_SMOKE, "quick": ALDP_QUICK, "full": ALDP_FULL},
     directions={
         "evals": "min",
         "wall_s": "min",
@@ -258,4 +280,6 @@ ALDP = Scenario(
     },
     tags=frozenset({"sampling", "free-energy", "openmm"}),
     description="alanine dipeptide (ff96/OBC1): WT-ASBS vs OpenMM WTMetaD and MD; quick = CPU sanity",
+    # full: a guess (700k optimiser steps, OpenMM energies on its Reference platform, 2 x 5 ns of OpenMM MD)
+    expected_seconds={"smoke": 6, "quick": 20, "full": 5400},
 )

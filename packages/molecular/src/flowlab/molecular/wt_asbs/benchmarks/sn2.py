@@ -163,6 +163,26 @@ SN2_QUICK = SN2Bench(
     md_deposit_every=10,
     pmf_cutoff=20.0,
 )
+#: toy size (the code path, not quality): 2 walkers x 40 steps, an AC curriculum of 2 + 1 two-step epochs
+SN2_SMOKE = replace(
+    SN2_QUICK,
+    sampler=replace(
+        SN2_QUICK.sampler,
+        asbs=replace(
+            SN2_QUICK.sampler.asbs,
+            stages="AC",
+            adjoint_epochs=2,
+            corrector_epochs=1,
+            steps_per_epoch=2,
+            new_samples=8,
+            sde_steps=20,
+            skip_epochs=0,
+        ),
+    ),
+    n_eval=16,
+    walkers=2,
+    md_steps=40,
+)
 SN2_FULL = replace(
     SN2_QUICK,
     sampler=replace(
@@ -179,7 +199,7 @@ SN2 = Scenario(
     package="mol",
     method="wt_asbs",
     run=run_sn2,
-    variants={"quick": SN2_QUICK, "full": SN2_FULL},
+    variants={"smoke": SN2_SMOKE, "quick": SN2_QUICK, "full": SN2_FULL},
     directions={
         "dF_err": "min",
         "dF_err_bias": "min",
@@ -190,4 +210,6 @@ SN2 = Scenario(
     },
     tags=frozenset({"sampling", "free-energy", "tblite"}),
     description="Cl- + CH3Cl SN2 on GFN2-xTB (xi = d(C-Cl_a) - d(C-Cl_b)): WT-ASBS vs ASBS, WTMetaD and Langevin",
+    # full: a guess, dominated by about 1M GFN2-xTB calls on the CPU (2 x 16 walkers x 30k Langevin steps)
+    expected_seconds={"smoke": 3, "quick": 100, "full": 2400},
 )

@@ -155,13 +155,25 @@ QUICK = replace(
     lr_schedule="constant",
     agents=agent_rows(_QUICK_AGENT, _AGENTS),
 )
+#: toy size (the code path, not quality): every quick agent for 10 steps in this process, a 12x3 grid
+SMOKE = replace(
+    QUICK,
+    n_transitions=2000,
+    n_grid_actions=3,
+    n_rollouts=50,
+    n_model_samples=50,
+    spread_eps=8,
+    steps=10,
+    batch_size=64,
+    workers=1,
+)
 
 CHAIN = Scenario(
     name="rl.value_flows.chain",
     package="rl",
     method="value_flows",
     run=run_chain,
-    variants={"quick": QUICK, "full": FULL},
+    variants={"smoke": SMOKE, "quick": QUICK, "full": FULL},
     directions={
         "w1": "min",
         "mean_abs_error": "min",
@@ -173,4 +185,5 @@ CHAIN = Scenario(
     },
     description="Chain MDP return distributions: W1 to Monte-Carlo returns over a 12x9 (s, a) grid; spread-std rank "
     "correlation.",
+    expected_seconds={"smoke": 2, "quick": 600, "full": 1500},  # full: a guess (8 agents x 30k steps, 2 processes)
 )

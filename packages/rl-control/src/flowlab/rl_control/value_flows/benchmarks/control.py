@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from flowlab.core.bench import BenchContext, BenchResult, Scenario, parallel_map, torch_threads
+from flowlab.core.bench import BenchContext, BenchResult, Claim, Scenario, parallel_map, torch_threads
 from flowlab.rl_control.value_flows.benchmarks.common import (
     GYM_AGENT,
     GYM_SIZES,
@@ -87,16 +87,19 @@ _FULL = ControlBench(
     **GYM_SIZES["full"], quality="medium", agents=agent_rows(GYM_AGENT["full"], _AGENTS), seeds=3, workers=2
 )
 _QUICK = replace(_FULL, **GYM_SIZES["quick"], agents=agent_rows(GYM_AGENT["quick"], _AGENTS[:5]))
+#: toy size (the code path, not quality): every quick agent, one seed, 10 steps, in this process
+_SMOKE = replace(_QUICK, n_transitions=1000, steps=10, batch_size=64, eval_episodes=2, seeds=1, workers=1)
 
 CONTROL = Scenario(
     name="rl.value_flows.control",
     package="rl",
     method="value_flows",
     run=run_control,
-    variants={"quick": _QUICK, "full": _FULL},
+    variants={"smoke": _SMOKE, "quick": _QUICK, "full": _FULL},
     directions={"norm_return": "max", "norm_return_std": "min"},
     description="Offline stochastic Pendulum (reward noise 0.5, action noise 0.1): normalised return (0 random, "
     "100 energy-shaping controller).",
+    expected_seconds={"smoke": 5, "quick": 500, "full": 8000},  # full: a guess (21 jobs x 50k steps, 2 processes)
 )
 
 REACHER = Scenario(
@@ -105,10 +108,20 @@ REACHER = Scenario(
     method="value_flows",
     run=run_control,
     variants={
+        "smoke": replace(_SMOKE, env="Reacher-v5", agents=_SMOKE.agents[:2]),
         "quick": replace(_QUICK, env="Reacher-v5", seeds=1, agents=agent_rows(GYM_AGENT["quick"], _AGENTS[:2])),
         "full": replace(_FULL, env="Reacher-v5"),
     },
     directions={"norm_return": "max", "norm_return_std": "min"},
     description="Offline MuJoCo Reacher-v5 with reward noise 0.5 and action noise 0.1 (data from a noisy "
     "Jacobian-transpose controller): normalised return (0 random, 100 the controller).",
+    expected_seconds={"smoke": 3, "quick": 80, "full": 8000},  # full: a guess, as control's
+    headline=True,
+    claim=Claim(
+        "Value Flows' distributional critic at least matches the scalar TD critic behind the same actor",
+        "norm_return",
+        ">=",
+        1.0,
+        baseline="td_fql_style",
+    ),
 )

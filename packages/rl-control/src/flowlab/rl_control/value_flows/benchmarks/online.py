@@ -29,10 +29,12 @@ __all__ = ["ONLINE", "OnlineBench"]
 
 @dataclass(frozen=True)
 class OnlineBench(GymBench):
-    """After offline training, `online_steps` fine-tuning steps, each one step of `n_envs` environment copies."""
+    """After offline training, `online_steps` fine-tuning steps, each one step of `n_envs` environment copies, whose
+    episodes end after `max_episode_steps` (None: the environment's own limit, 200 steps on Pendulum)."""
 
     online_steps: int
     n_envs: int
+    max_episode_steps: int | None = None
 
 
 def run_online(ctx: BenchContext) -> BenchResult:
@@ -48,7 +50,10 @@ def run_online(ctx: BenchContext) -> BenchResult:
             t0 = time.perf_counter()
             agent = train_offline(ctx, data, seed, row)
             offline = score(ctx, agent, seed, marks)
-            replay = OnlineReplay(data, agent, cfg.env, steps=cfg.online_steps, seed=seed + 3, n_envs=cfg.n_envs)
+            replay = OnlineReplay(
+                data, agent, cfg.env, steps=cfg.online_steps, seed=seed + 3, n_envs=cfg.n_envs,
+                max_episode_steps=cfg.max_episode_steps,
+            )  # fmt: skip
             train_agent(
                 agent,
                 replay,
@@ -93,13 +98,25 @@ _QUICK = replace(
     online_steps=1000,
     n_envs=2,
 )
+#: toy size (the code path, not quality): 10 offline steps, then 40 online ones in episodes of 20 steps (an online
+#: phase that finishes no episode reports a NaN mean episode return)
+_SMOKE = replace(
+    _QUICK,
+    n_transitions=1000,
+    steps=10,
+    batch_size=64,
+    eval_episodes=2,
+    online_steps=40,
+    n_envs=1,
+    max_episode_steps=20,
+)
 
 ONLINE = Scenario(
     name="rl.value_flows.online",
     package="rl",
     method="value_flows",
     run=run_online,
-    variants={"quick": _QUICK, "full": _FULL},
+    variants={"smoke": _SMOKE, "quick": _QUICK, "full": _FULL},
     directions={
         "norm_return_offline": "max",
         "norm_return_online": "max",
@@ -108,4 +125,5 @@ ONLINE = Scenario(
     },
     description="Offline-to-online Pendulum (mixed data, reward noise 0.5, action noise 0.1): normalised return after "
     "offline training and after online fine-tuning with a growing replay buffer.",
+    expected_seconds={"smoke": 6, "quick": 100, "full": 4000},  # full: a guess (3 agents x 100k steps in turn)
 )
