@@ -118,7 +118,7 @@ SCENARIO = Scenario(
     },
     description="Exact minibatch OT time vs raw POT and vs one training step (MLP, small UNet).",
     # full: a guess; POT solves on the CPU whatever the device, and batch 2048 costs seconds per solve
-    expected_seconds={"smoke": 5, "quick": 10, "full": 180},
+    expected_seconds={"smoke": 5, "quick": 13, "full": 180},
     headline=True,
     claim=Claim(
         "exact OT adds under 10% over the raw POT solve (UNet images, batch 1024)",

@@ -146,8 +146,8 @@ E2E = Scenario(
     method="watermark",
     run=_e2e,
     variants={"smoke": E2E_SMOKE, "quick": E2E_QUICK, "full": E2E_FULL},
-    # quick: with the teacher cached (its cold build, about 19 minutes, is the artifact's own row); full: one GPU
-    expected_seconds={"smoke": 10, "quick": 150, "full": 600},
+    # quick: with the teacher cached (its cold build, about 9 minutes, is the artifact's own row); full: one GPU
+    expected_seconds={"smoke": 10, "quick": 100, "full": 600},
     requires=_e2e_artifacts,
     headline=True,
     claim=Claim(

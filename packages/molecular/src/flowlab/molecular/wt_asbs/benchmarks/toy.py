@@ -273,7 +273,7 @@ TOY = Scenario(
     tags=frozenset({"sampling", "free-energy"}),
     description="WT-ASBS vs ASBS vs well-tempered metadynamics / Langevin on toys with exact PMFs",
     # full: a guess; the samplers run on the CPU whatever the device (3 systems in 3 processes)
-    expected_seconds={"smoke": 2, "quick": 160, "full": 600},
+    expected_seconds={"smoke": 2, "quick": 195, "full": 600},
     headline=True,
     claim=Claim(
         "WT-ASBS reaches the four-well basins plain ASBS misses: Delta F within 0.5 kT of quadrature",
