@@ -1,8 +1,10 @@
-"""Small, domain-agnostic networks: embeddings, MLPs, UNets, DiT blocks, EGNN, graph builders and wrappers."""
+"""Small, domain-agnostic networks: embeddings, MLPs, UNets, DiT blocks, EGNN, graph builders, wrappers and the
+rectified-flow <-> EDM family adapters."""
 
 from flowlab.core.nets.dit import DiT, DiTBlock
 from flowlab.core.nets.egnn import EGNNLayer, EGNNOutput
 from flowlab.core.nets.embeddings import FourierFeatures, SinusoidalEmbedding
+from flowlab.core.nets.family import DenoiserAsVelocity, VelocityAsDenoiser, rf_sigma, rf_time
 from flowlab.core.nets.graph import knn_graph, radius_graph
 from flowlab.core.nets.mlp import MLP, ManifoldMLP, TimeMLP, zero_init
 from flowlab.core.nets.seeding import seeded_init
@@ -17,6 +19,7 @@ from flowlab.core.nets.wrappers import (
 __all__ = [
     "MLP",
     "ClassifierFreeGuidance",
+    "DenoiserAsVelocity",
     "DiT",
     "DiTBlock",
     "ECMPreconditioner",
@@ -30,8 +33,11 @@ __all__ = [
     "TimeMLP",
     "UNet1d",
     "UNet2d",
+    "VelocityAsDenoiser",
     "knn_graph",
     "radius_graph",
+    "rf_sigma",
+    "rf_time",
     "seeded_init",
     "zero_init",
 ]
