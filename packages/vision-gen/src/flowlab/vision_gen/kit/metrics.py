@@ -27,6 +27,7 @@ __all__ = [
     "classifier_scores",
     "digits_fd",
     "digits_feature_net",
+    "digits_features",
     "feature_net_artifact",
 ]
 
@@ -128,7 +129,8 @@ def digits_feature_net(
     return _NET[key].to(device or "cpu")
 
 
-def _features(x: torch.Tensor, config: FeatureNetConfig | None) -> torch.Tensor:
+def digits_features(x: torch.Tensor, config: FeatureNetConfig | None = None) -> torch.Tensor:
+    """The digits net's 128-d features of images x: (N, 1, H, W) in [-1, 1] -> (N, 128), in batches of 512."""
     net = digits_feature_net(config, device=x.device)
     with torch.no_grad():
         return torch.cat([net.features(x[i : i + 512].float()) for i in range(0, x.shape[0], 512)])
@@ -141,7 +143,7 @@ def digits_fd(
     features of the `features` net (default: the kit's)."""
     if isinstance(reference, str):
         reference = load_digits_images(16, split=reference).x
-    ours, theirs = _features(samples, features), _features(reference.to(samples.device), features)
+    ours, theirs = digits_features(samples, features), digits_features(reference.to(samples.device), features)
     return float(frechet_distance(ours.double(), theirs.double()))
 
 

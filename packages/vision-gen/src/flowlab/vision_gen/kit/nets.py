@@ -11,7 +11,7 @@ from flowlab.core.nets import DiT
 from flowlab.core.schedules import DiscreteVP
 from flowlab.core.typing import Prediction
 
-__all__ = ["DiTField", "UNetField", "tiny_dit", "tiny_unet"]
+__all__ = ["ClassDiT", "DiTField", "UNetField", "check_labels", "tiny_dit", "tiny_unet"]
 
 
 def tiny_unet(
@@ -65,16 +65,68 @@ def tiny_dit(
     return DiT(image_size, patch, in_channels, dim, depth, heads)
 
 
+class ClassDiT(nn.Module):
+    """A core DiT conditioned on a class label: `net(x=x, t=t, y=y)`, x: (B, C, S, S), t: (B,), y: (B,) int64.
+
+    The label's learned embedding (num_classes + 1 rows; row `num_classes` is the null label of classifier-free
+    guidance, used when y is None) enters every adaLN-Zero block beside the time embedding. `time_scale`
+    multiplies t inside the sinusoids (1000 for core time in [0, 1]; 250 for EDM's c_noise = ln(sigma) / 4).
+    """
+
+    def __init__(
+        self,
+        image_size: int,
+        in_channels: int = 1,
+        *,
+        patch: int = 2,
+        dim: int = 64,
+        depth: int = 4,
+        heads: int = 4,
+        num_classes: int = 10,
+        time_scale: float = 1000.0,
+    ) -> None:
+        super().__init__()
+        if not (isinstance(num_classes, int) and num_classes >= 1):
+            raise ValueError(f"num_classes: expected a positive int, got {num_classes!r}")
+        self.num_classes = num_classes
+        self.net = DiT(image_size, patch, in_channels, dim, depth, heads, cond_dim=dim, time_scale=time_scale)
+        self.labels = nn.Embedding(num_classes + 1, dim)
+
+    @property
+    def null_label(self) -> int:
+        return self.num_classes
+
+    def forward(self, *, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
+        if y is None:
+            y = torch.full((x.shape[0],), self.null_label, dtype=torch.long, device=x.device)
+        check_labels(y, x.shape[0], self.num_classes, allow_null=True)
+        return self.net(x=x, t=t, cond=self.labels(y))
+
+
+def check_labels(y: object, batch: int, num_classes: int, *, allow_null: bool = False) -> torch.Tensor:
+    """y: (batch,) int64 class labels in [0, num_classes) (or == num_classes, the null label, if allowed)."""
+    top = num_classes if allow_null else num_classes - 1
+    if not isinstance(y, torch.Tensor) or y.dtype != torch.long or tuple(y.shape) != (batch,):
+        got = f"{y.dtype} {tuple(y.shape)}" if isinstance(y, torch.Tensor) else type(y).__name__
+        raise ValueError(f"y: expected int64 class labels of shape ({batch},), got {got}")
+    if y.numel() and (int(y.min()) < 0 or int(y.max()) > top):
+        raise ValueError(f"y: expected labels in [0, {top}], got values in [{int(y.min())}, {int(y.max())}]")
+    return y
+
+
 class DiTField(nn.Module):
-    """A core DiT as a kit denoiser: forward(x=(B,C,H,W), t=(B,) core time, y=None) -> net(x=x, t=t).
+    """A core DiT (or a `ClassDiT`) as a kit denoiser: forward(x=(B,C,H,W), t=(B,) core time, y=None).
 
-    The DiT embeds core time directly (sinusoids of 1000 t, the diffusers timestep scale); it is unconditional."""
+    The DiT embeds core time directly (sinusoids of 1000 t, the diffusers timestep scale). Class labels y: (B,)
+    need a `ClassDiT`; a ClassDiT without labels gets the null label."""
 
-    def __init__(self, net: DiT, *, schedule: DiscreteVP, prediction: Prediction = Prediction.EPSILON):
+    def __init__(self, net: DiT | ClassDiT, *, schedule: DiscreteVP, prediction: Prediction = Prediction.EPSILON):
         super().__init__()
         self.net, self.schedule, self.prediction = net, schedule, Prediction.parse(prediction)
 
     def forward(self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
+        if isinstance(self.net, ClassDiT):
+            return self.net(x=x, t=t, y=y)
         if y is not None:
-            raise ValueError("y: DiTField is unconditional; class labels need the UNet (num_classes)")
+            raise ValueError("y: this DiTField is unconditional; class labels need a ClassDiT")
         return self.net(x=x, t=t)
