@@ -1,6 +1,6 @@
 """Benchmark scenarios of flowlab.vision_gen (prefix `vision`)."""
 
-from flowlab.vision_gen.kit.benchmarks import TEACHERS
+from flowlab.vision_gen.kit.benchmarks import AUTOENCODER, TEACHERS
 from flowlab.vision_gen.watermark.benchmarks import E2E, STATS
 
-SCENARIOS = (TEACHERS, STATS, E2E)
+SCENARIOS = (TEACHERS, AUTOENCODER, STATS, E2E)

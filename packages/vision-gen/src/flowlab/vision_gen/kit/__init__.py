@@ -4,6 +4,14 @@ UNet, the tiny autoencoder); diffusion sampling/inversion helpers; diffusers int
 (digits-FD with its floor, PRDC, class histograms, PSNR/SSIM, image grids); the attack kit."""
 
 from flowlab.vision_gen.kit.attacks import ATTACKS, SMALL_SUITE, apply_suite, compose, parse_attack
+from flowlab.vision_gen.kit.autoencoder import (
+    AutoencoderConfig,
+    TinyAutoencoder,
+    autoencoder_artifact,
+    load_autoencoder,
+    tiny_autoencoder,
+    train_autoencoder,
+)
 from flowlab.vision_gen.kit.data import (
     ImageSet,
     digits_source,
@@ -60,6 +68,7 @@ __all__ = [
     "FAMILIES",
     "PHOTOS",
     "SMALL_SUITE",
+    "AutoencoderConfig",
     "ClassDiT",
     "ClassHistogram",
     "DiTField",
@@ -71,9 +80,11 @@ __all__ = [
     "ImageSet",
     "PairQuality",
     "TeacherConfig",
+    "TinyAutoencoder",
     "UNetField",
     "VideoSet",
     "apply_suite",
+    "autoencoder_artifact",
     "class_histogram",
     "classifier_scores",
     "compose",
@@ -93,6 +104,7 @@ __all__ = [
     "generate",
     "image_grid",
     "invert_to_noise",
+    "load_autoencoder",
     "load_digits_images",
     "load_photo",
     "load_photos",
@@ -105,9 +117,11 @@ __all__ = [
     "save_image_grid",
     "strip_figure",
     "teacher_artifact",
+    "tiny_autoencoder",
     "tiny_dit",
     "tiny_unet",
     "to_unit",
+    "train_autoencoder",
     "train_digits_denoiser",
     "train_teacher",
 ]

@@ -1,7 +1,10 @@
 """vision.kit.teachers: the shared class-conditional digits teachers (rectified flow, EDM) and the plain DDPM of the
 same size, each sampled at 4/8/18/50 steps through the core's samplers, their digits-FD beside the real-vs-real
 floor at the same n, and the digits classifier's accuracy on their labels. The rf and edm teachers are also
-sampled with the other family's sampler (through the core's rectified-flow <-> EDM adapters)."""
+sampled with the other family's sampler (through the core's rectified-flow <-> EDM adapters).
+
+vision.kit.autoencoder: the tiny autoencoders' reconstructions (digits test split, validation-photo crops), PSNR
+and SSIM beside bilinear down-and-up sampling through the latent's resolution."""
 
 from __future__ import annotations
 
@@ -12,11 +15,14 @@ import torch
 from flowlab.core.artifacts import Artifact
 from flowlab.core.bench import BenchContext, BenchResult, Claim, Curve, Scenario
 from flowlab.core.config import Config
+from flowlab.vision_gen.kit.autoencoder import AutoencoderConfig, autoencoder_artifact, tiny_autoencoder
+from flowlab.vision_gen.kit.data import load_digits_images
 from flowlab.vision_gen.kit.metrics import FeatureNetConfig, feature_net_artifact
-from flowlab.vision_gen.kit.quality import class_histogram, fd_floor, fd_with_floor, strip_figure
+from flowlab.vision_gen.kit.photos import photo_crops
+from flowlab.vision_gen.kit.quality import class_histogram, fd_floor, fd_with_floor, psnr_ssim, strip_figure
 from flowlab.vision_gen.kit.teachers import TeacherConfig, digits_teacher, teacher_artifact
 
-__all__ = ["TEACHERS"]
+__all__ = ["AUTOENCODER", "TEACHERS"]
 
 #: (family, sampler) pairs the scenario reports; the first sampler of a family is its own
 _RUNS = (("rf", "euler"), ("rf", "edm"), ("edm", "edm"), ("edm", "euler"), ("ddpm", "dpmpp_2m"))
@@ -112,6 +118,7 @@ TEACHERS = Scenario(
     # quick: with the three teachers cached (each cold build is its artifact's own row); full: one GPU
     expected_seconds={"smoke": 5, "quick": 115, "full": 900},
     requires=_artifacts,
+    headline=True,
     claim=Claim(
         "both teachers' (rf, edm) class-conditional samples are classified as their label at their best step count",
         "min_acc_best",
@@ -123,4 +130,66 @@ TEACHERS = Scenario(
     "plus the plain DDPM of the same net (DPM-Solver++ 2M) and each rf/edm teacher on the other family's sampler; "
     "digits-FD at 4/8/18/50 steps against the test split beside the real-vs-real floor at the same n, and the "
     "digits classifier's accuracy on the labels.",
+)
+
+
+@dataclass(frozen=True)
+class AutoencoderBench(Config):
+    """The digits autoencoder (`digits`, the kit's default config but for `steps`) and an RGB one on photo crops of
+    `photo_size` (`photo_steps`); scored on the digits test split and `photo_n` crops of the validation photos."""
+
+    steps: int = 600
+    channels: tuple[int, ...] = (16, 32)
+    photo_size: int = 16
+    photo_steps: int = 3000
+    photo_n: int = 512
+
+
+AUTOENCODER_QUICK = AutoencoderBench()
+AUTOENCODER_FULL = replace(AUTOENCODER_QUICK, steps=4000, channels=(32, 64, 64), photo_size=32, photo_steps=8000)
+AUTOENCODER_SMOKE = replace(AUTOENCODER_QUICK, steps=4, channels=(4, 8), photo_steps=4, photo_n=16)
+
+
+def _autoencoders(cfg: AutoencoderBench, device: torch.device) -> tuple[AutoencoderConfig, AutoencoderConfig]:
+    digits = AutoencoderConfig(steps=cfg.steps, channels=cfg.channels, device=device.type)
+    photos = replace(digits, dataset="photos", in_channels=3, size=cfg.photo_size, steps=cfg.photo_steps)
+    return digits, photos
+
+
+def _bilinear(x: torch.Tensor, factor: int) -> torch.Tensor:
+    """Down to the latent's resolution and back up (bilinear, antialiased down): x: (N, C, H, W) -> same."""
+    small = torch.nn.functional.interpolate(x, scale_factor=1 / factor, mode="bilinear", antialias=True)
+    return torch.nn.functional.interpolate(small, size=x.shape[-2:], mode="bilinear").clamp(-1, 1)
+
+
+def _reconstruct(ctx: BenchContext) -> BenchResult:
+    cfg: AutoencoderBench = ctx.config
+    metrics: dict[str, float] = {}
+    baseline: dict[str, float] = {}
+    sets = {
+        "digits": load_digits_images(16, split="test").x,
+        "photos": photo_crops("val", cfg.photo_size, cfg.photo_n, seed=ctx.seed).x,
+    }
+    for (name, images), config in zip(sets.items(), _autoencoders(cfg, ctx.device), strict=True):
+        ae = tiny_autoencoder(config, device=ctx.device)
+        with torch.no_grad():
+            out = ae.decode(ae.encode(images.to(ctx.device)).latent_dist.mode()).sample.clamp(-1, 1).cpu()
+        ours, theirs = psnr_ssim(out, images), psnr_ssim(_bilinear(images, config.downsample), images)
+        metrics |= {f"{name}/psnr": ours.mean_psnr, f"{name}/ssim": ours.mean_ssim}
+        baseline |= {f"{name}/psnr": theirs.mean_psnr, f"{name}/ssim": theirs.mean_ssim}
+    return BenchResult(metrics=metrics, baselines={"bilinear down-up to the latent resolution": baseline})
+
+
+AUTOENCODER = Scenario(
+    name="vision.kit.autoencoder",
+    package="vision",
+    method="kit",
+    run=_reconstruct,
+    variants={"smoke": AUTOENCODER_SMOKE, "quick": AUTOENCODER_QUICK, "full": AUTOENCODER_FULL},
+    expected_seconds={"smoke": 3, "quick": 5, "full": 60},
+    requires=lambda cfg, device: tuple(autoencoder_artifact(c) for c in _autoencoders(cfg, device)),
+    directions={"digits/psnr": "max", "digits/ssim": "max", "photos/psnr": "max", "photos/ssim": "max"},
+    description="Tiny KL autoencoders (diffusers AutoencoderKL interface) on digits and on RGB photo crops: PSNR and "
+    "SSIM (scikit-image) of reconstructions of the digits test split and of validation-photo crops, beside bilinear "
+    "down-and-up sampling through the latent's resolution.",
 )
