@@ -119,6 +119,13 @@ def test_teacher_artifact_is_built_once(tmp_path, monkeypatch):
     assert not any(p.requires_grad for p in a.parameters())
 
 
+@pytest.mark.parametrize("family", ["rf", "edm", "ddpm"])
+def test_16x16_teachers_of_the_full_variant_train_and_sample(family):
+    teacher = train_teacher(TeacherConfig(family=family, size=16, steps=2, **TINY))
+    x = teacher.sample(torch.arange(3), steps=2, generator=torch.Generator().manual_seed(0))
+    assert x.shape == (3, 1, 16, 16) and bool(torch.isfinite(x).all())
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
