@@ -1,9 +1,9 @@
-"""Training objectives: flow matching (Euclidean, Riemannian, bridge), denoising (DSM, DDPM, EDM), the masked-diffusion
-NELBO, and the flow-map objectives (Lagrangian, Eulerian, progressive, MeanFlow, consistency), each written once
-for any manifold."""
+"""Training objectives: flow matching (Euclidean, Riemannian, bridge), denoising (DSM, DDPM, EDM), the masked- and
+uniform-diffusion NELBOs, and the flow-map objectives (Lagrangian, Eulerian, progressive, MeanFlow, consistency),
+each written once for any manifold."""
 
 from flowlab.core.losses.denoising import ddpm_loss, denoising_score_loss, edm_loss, edm_weight
-from flowlab.core.losses.discrete import masked_diffusion_loss
+from flowlab.core.losses.discrete import masked_diffusion_loss, uniform_diffusion_loss
 from flowlab.core.losses.flow_map import (
     MeanFlowTarget,
     consistency_loss,
@@ -33,4 +33,5 @@ __all__ = [
     "meanflow_target",
     "psd_loss",
     "riemannian_flow_matching_loss",
+    "uniform_diffusion_loss",
 ]
