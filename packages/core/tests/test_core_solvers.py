@@ -285,6 +285,32 @@ def test_sde_without_noise_is_euler_and_per_sample_generators_are_independent():
     assert not torch.allclose(full, solve_ode(problem.velocity, x0, grid, method="euler"))
 
 
+def test_sde_state_projection_keeps_a_simplex_diffusion_on_the_simplex():
+    """Sum-zero Brownian noise (std 0.3) pulled towards the barycentre of the 3-simplex, from near a vertex: without
+    a state projection many states leave the simplex; with `Simplex(3).projx` every state of every step is on it
+    (sum 1, coordinates >= 1e-8), and an identity projection changes nothing."""
+    from flowlab.core.manifolds import Simplex
+
+    simplex, batch = Simplex(3), 2000
+    x0 = torch.tensor([0.96, 0.02, 0.02], dtype=F64).expand(batch, 3).clone()
+    drift = lambda x, t: 2.0 * (1 / 3 - x)  # noqa: E731
+    sum_zero = lambda z: z - z.mean(-1, keepdim=True)  # noqa: E731
+    grid = grids.uniform(20, dtype=F64)
+
+    def run(**kw):
+        return solve_sde(drift, 0.3, x0, grid, generator=torch.Generator().manual_seed(3), noise_projection=sum_zero,
+                         return_trajectory=True, **kw).states  # fmt: skip
+
+    free, kept = run(), run(projection=simplex.projx)
+    assert float((free < 0).double().mean()) > 0.01
+    assert bool((kept >= 1e-8).all()) and torch.allclose(kept.sum(-1), torch.ones((), dtype=F64))
+    torch.testing.assert_close(run(projection=lambda x: x), free, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="projection: expected a callable"):
+        solve_sde(drift, 0.3, x0, grid, projection="projx")
+    with pytest.raises(ValueError, match=r"projection: expected it to return the state's shape \(2000, 3\)"):
+        solve_sde(drift, 0.3, x0, grid, projection=lambda x: x[:, :2])
+
+
 def test_sde_noise_projection_keeps_the_centre_of_mass_and_the_in_subspace_variance():
     """Brownian motion of 5 particles in 3-D with centre-of-mass-free increments: the centre of mass never moves, and
     each coordinate's variance after time 1 is (N - 1) / N (the projection removes one of N directions per axis)."""

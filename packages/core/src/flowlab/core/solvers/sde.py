@@ -41,6 +41,7 @@ def solve_sde(
     *,
     generator: Generators = None,
     noise_projection: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    projection: Callable[[torch.Tensor], torch.Tensor] | None = None,
     return_trajectory: bool = False,
     callback: Callable[[StepInfo], Any] | None = None,
     **cond: Any,
@@ -52,6 +53,8 @@ def solve_sde(
     x_init: (B, ...); grid: (N + 1,) strictly monotone in [0, 1]; generator: one generator, or one per sample
     (sample i then depends only on its own generator); noise_projection: P, a linear map applied to every Gaussian
     increment, so the noise lives on a subspace (e.g. zero centre of mass for molecules); None is the identity.
+    projection: applied to the state after every step, (B, ...) -> (B, ...), to keep an SDE on a constrained domain
+    (e.g. `Simplex(K).projx` for a Jacobi diffusion on the simplex); None leaves the state as the step made it.
     Every step, the last included, adds noise. Returns the final state or, with `return_trajectory=True`, a
     `Trajectory`.
     """
@@ -63,6 +66,8 @@ def solve_sde(
     check_callback(callback)
     if noise_projection is not None and not callable(noise_projection):
         raise ValueError(f"noise_projection: expected a callable or None, got {type(noise_projection).__name__}")
+    if projection is not None and not callable(projection):
+        raise ValueError(f"projection: expected a callable or None, got {type(projection).__name__}")
     times = batched_times(grid, x_init)
     shape, device, dtype = x_init.shape, x_init.device, x_init.dtype
 
@@ -73,7 +78,14 @@ def solve_sde(
             noise = noise_projection(noise)
         g = _diffusion_at(diffusion, t, x)
         x = torch.addcmul(x, expand_like(dt, x), drift(x=x, t=t, **cond))
-        return torch.addcmul(x, g * expand_like(dt.abs().sqrt(), x), noise)
+        x = torch.addcmul(x, g * expand_like(dt.abs().sqrt(), x), noise)
+        if projection is None:
+            return x
+        projected = projection(x)
+        if not isinstance(projected, torch.Tensor) or projected.shape != x.shape:
+            got = tuple(projected.shape) if isinstance(projected, torch.Tensor) else type(projected).__name__
+            raise ValueError(f"projection: expected it to return the state's shape {tuple(x.shape)}, got {got}")
+        return projected
 
     return run_grid(step, x_init, times, grid, return_trajectory=return_trajectory, callback=callback)
 
