@@ -185,6 +185,38 @@ def test_simplex_uniform_is_dirichlet_half_and_dirichlet_helpers():
     torch.testing.assert_close(m.dirichlet_log_prob(x, 0.5), m.base_log_prob(x))
 
 
+def test_simplex_per_sample_dirichlet_concentrations():
+    """(B, L, K) concentrations, one Dirichlet per sample and position (e.g. psi pi + m e_b of a Wright-Fisher
+    lineage draw): the draws have each position's moments (5 s.e.), the log-density equals torch's Dirichlet plus
+    the Fisher-Rao term per position, and small concentrations stay finite (Gamma draws in float64)."""
+    m = Simplex(4)
+    rows = torch.tensor([[0.5, 0.5, 0.5, 0.5], [0.5, 20.5, 0.5, 0.5], [3.0, 1.0, 0.2, 0.7]], dtype=F64)
+    n = 20000
+    alpha = rows.expand(n, 3, 4)
+    draws = m.random_dirichlet(n, alpha, generator=torch.Generator().manual_seed(4))
+    assert draws.shape == (n, 3, 4) and draws.dtype == F64
+    assert m.belongs(draws.reshape(-1, 4)).all()
+    a0 = rows.sum(-1, keepdim=True)
+    mean, var = rows / a0, rows * (a0 - rows) / (a0**2 * (a0 + 1))
+    assert ((draws.mean(0) - mean).abs() < 5 * (var / n).sqrt()).all()
+    x = draws[:8]
+    want = torch.distributions.Dirichlet(alpha[:8]).log_prob(x) + 0.5 * x.log().sum(-1)
+    torch.testing.assert_close(m.dirichlet_log_prob(x, alpha[:8]), want)
+    torch.testing.assert_close(m.dirichlet_log_prob(x, rows), want)  # (L, K) broadcasts over the batch
+    small = m.random_dirichlet(64, torch.full((64, 2, 4), 0.02), generator=torch.Generator().manual_seed(5))
+    assert small.dtype == torch.float32 and bool(
+        torch.isfinite(m.dirichlet_log_prob(small, torch.full((4,), 0.02))).all()
+    )
+    with pytest.raises(ValueError, match=r"alpha: expected per-sample concentrations with 5 rows"):
+        m.random_dirichlet(5, alpha[:4])
+    with pytest.raises(ValueError, match=r"alpha: expected concentrations \(\.\.\., 4\)"):
+        m.random_dirichlet(2, torch.ones(2, 3))
+    with pytest.raises(ValueError, match=r"alpha: shape .* does not broadcast"):
+        m.dirichlet_log_prob(x, torch.ones(5, 3, 4, dtype=F64))
+    with pytest.raises(ValueError, match="alpha: expected finite positive"):
+        m.dirichlet_log_prob(x, -alpha[:8])
+
+
 def test_simplex_distance_is_the_fisher_rao_closed_form():
     m = Simplex(5)
     x, y = points(m, 16, 0), points(m, 16, 1)

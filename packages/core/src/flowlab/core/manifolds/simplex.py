@@ -115,18 +115,50 @@ class Simplex(Manifold):
         device=None,
         dtype=None,
     ) -> torch.Tensor:
-        """n draws from Dirichlet(alpha) (alpha: scalar or (K,)), normalised Gamma draws: (n, K)."""
+        """n draws from Dirichlet(alpha), normalised Gamma draws.
+
+        alpha: a scalar or (K,) -> (n, K) in `dtype`; or per-sample concentrations (n, ..., K), e.g. (B, L, K) per
+        position, -> draws of alpha's shape, the Gamma draws and their normalisation in float64 (small
+        concentrations put most of the mass within 1e-30 of the faces), returned in `dtype` (default alpha's)."""
+        n = check_count(n)
+        if isinstance(alpha, torch.Tensor) and alpha.dim() >= 2:
+            a = self._concentrations(alpha, "alpha")
+            if a.shape[0] != n:
+                raise ValueError(f"alpha: expected per-sample concentrations with {n} rows (n), got {tuple(a.shape)}")
+            g = _gamma(a.to(device=device or a.device, dtype=torch.float64), generator)
+            return (g / g.sum(-1, keepdim=True)).to(dtype or alpha.dtype)
         a = self._alpha(alpha, device, dtype)
-        g = _gamma(a.expand(check_count(n), -1), generator)
+        g = _gamma(a.expand(n, -1), generator)
         return g / g.sum(-1, keepdim=True)
 
     def dirichlet_log_prob(self, x: torch.Tensor, alpha: float | Sequence[float] | torch.Tensor) -> torch.Tensor:
-        """log-density of Dirichlet(alpha) w.r.t. the Fisher-Rao volume (= Lebesgue density * prod_i sqrt(x_i)):
-        (B, K) -> (B,). Use `+ (-0.5 * log(x).sum(-1))` to get the usual Lebesgue density back."""
-        self.check_point(x, "x")
-        a = self._alpha(alpha, x.device, x.dtype)
-        log_norm = torch.lgamma(a.sum()) - torch.lgamma(a).sum()
-        return log_norm + ((a - 0.5) * x.clamp_min(torch.finfo(x.dtype).tiny).log()).sum(-1)
+        """log-density of Dirichlet(alpha) w.r.t. the Fisher-Rao volume (= Lebesgue density * prod_i sqrt(x_i)).
+
+        x: (B, K) or (B, ..., K) points; alpha: a scalar, (K,), or concentrations broadcastable to x (e.g. (B, L, K)
+        per sample and position) -> (B, ...), computed in float64 and returned in x's dtype. Use
+        `+ (-0.5 * log(x).sum(-1))` to get the usual Lebesgue density back."""
+        if isinstance(x, torch.Tensor) and x.dim() > 2:
+            self.check_point(x.reshape(-1, x.shape[-1]), "x")
+        else:
+            self.check_point(x, "x")
+        if isinstance(alpha, torch.Tensor) and alpha.dim() >= 2:
+            a = self._concentrations(alpha, "alpha").to(device=x.device, dtype=torch.float64)
+            try:
+                torch.broadcast_shapes(a.shape, x.shape)
+            except RuntimeError:
+                raise ValueError(f"alpha: shape {tuple(a.shape)} does not broadcast to x's {tuple(x.shape)}") from None
+        else:
+            a = self._alpha(alpha, x.device, torch.float64)
+        log_norm = torch.lgamma(a.sum(-1)) - torch.lgamma(a).sum(-1)
+        log_x = x.to(torch.float64).clamp_min(torch.finfo(torch.float64).tiny).log()
+        return (log_norm + ((a - 0.5) * log_x).sum(-1)).to(x.dtype)
+
+    def _concentrations(self, alpha: torch.Tensor, name: str) -> torch.Tensor:
+        if alpha.shape[-1] != self.ambient_dim:
+            raise ValueError(f"{name}: expected concentrations (..., {self.ambient_dim}), got {tuple(alpha.shape)}")
+        if not bool(torch.isfinite(alpha).all()) or not bool((alpha > 0).all()):
+            raise ValueError(f"{name}: expected finite positive concentrations")
+        return alpha
 
     def _alpha(self, alpha, device, dtype) -> torch.Tensor:
         a = torch.as_tensor(alpha, device=device, dtype=dtype if dtype is not None else torch.get_default_dtype())
