@@ -23,7 +23,6 @@ from flowlab.vision_gen.kit.data import (
 from flowlab.vision_gen.kit.metrics import (
     DigitsFeatureNet,
     FeatureNetConfig,
-    classifier_scores,
     digits_fd,
     digits_feature_net,
     digits_features,
@@ -86,7 +85,6 @@ __all__ = [
     "apply_suite",
     "autoencoder_artifact",
     "class_histogram",
-    "classifier_scores",
     "compose",
     "digits_denoiser",
     "digits_denoiser_artifact",

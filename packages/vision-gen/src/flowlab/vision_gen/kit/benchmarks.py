@@ -79,8 +79,9 @@ def _run(ctx: BenchContext) -> BenchResult:
     rows: dict[str, dict[str, float]] = {}
     best: dict[str, torch.Tensor] = {}
     lines: dict[str, tuple[list[float], list[float]]] = {}
+    teachers = {f: digits_teacher(_teacher(cfg, f, ctx.device), device=ctx.device) for f in ("rf", "edm", "ddpm")}
     for family, sampler in _RUNS:
-        teacher = digits_teacher(_teacher(cfg, family, ctx.device), device=ctx.device)
+        teacher = teachers[family]
         row: dict[str, float] = {}
         samples, tvs = {}, {}
         for steps in cfg.steps:

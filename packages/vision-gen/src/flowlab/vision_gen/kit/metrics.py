@@ -1,4 +1,5 @@
-"""Offline quality kit: a seeded digits CNN, its 128-d features and the "digits-FD" (Frechet distance in them).
+"""The digits CNN behind the quality kit: a seeded net, its 128-d features and the "digits-FD" (Frechet distance in
+them); `kit.quality` builds its measures on them.
 
 The net (conv 32 -> pool -> conv 64 -> pool -> 128 ReLU -> 10 logits at 16x16) is trained once with seed 0 on the
 fixed train split (Adam 1e-3, 30 epochs, +-1 px shifts): a core artifact, built once into $FLOWLAB_CACHE and
@@ -24,7 +25,6 @@ from flowlab.vision_gen.kit.data import digits_source, load_digits_images
 __all__ = [
     "DigitsFeatureNet",
     "FeatureNetConfig",
-    "classifier_scores",
     "digits_fd",
     "digits_feature_net",
     "digits_features",
@@ -145,20 +145,3 @@ def digits_fd(
         reference = load_digits_images(16, split=reference).x
     ours, theirs = digits_features(samples, features), digits_features(reference.to(samples.device), features)
     return float(frechet_distance(ours.double(), theirs.double()))
-
-
-def classifier_scores(
-    samples: torch.Tensor, labels: torch.Tensor | None = None, *, features: FeatureNetConfig | None = None
-) -> dict[str, float]:
-    """accuracy (if labels), mean confidence and the entropy of the predicted-class histogram (nats)."""
-    net = digits_feature_net(features, device=samples.device)
-    with torch.no_grad():
-        p = torch.softmax(net(samples.float()), -1)
-    hist = torch.bincount(p.argmax(-1), minlength=10).double() / p.shape[0]
-    out = {
-        "confidence": float(p.max(-1).values.mean()),
-        "class_entropy": float(-(hist[hist > 0] * hist[hist > 0].log()).sum()),
-    }
-    if labels is not None:
-        out["accuracy"] = float((p.argmax(-1).cpu() == labels.cpu()).double().mean())
-    return out

@@ -18,6 +18,7 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -97,10 +98,16 @@ def _images(x: object, name: str) -> torch.Tensor:
     return x
 
 
-def _reference(reference: torch.Tensor | str) -> torch.Tensor:
+@lru_cache(maxsize=16)
+def _split_features(split: str, size: int, features: FeatureNetConfig | None) -> torch.Tensor:
+    """The digit features (N, 128) of a fixed digits split at `size`, computed once per process."""
+    return digits_features(load_digits_images(size, split=split).x, features)
+
+
+def _reference_features(reference: torch.Tensor | str, features: FeatureNetConfig | None) -> torch.Tensor:
     if isinstance(reference, str):
-        return load_digits_images(16, split=reference).x
-    return _images(reference, "reference")
+        return _split_features(reference, 16, features)
+    return digits_features(_images(reference, "reference"), features)
 
 
 def fd_floor(
@@ -115,17 +122,15 @@ def fd_floor(
 ) -> FDResult:
     """The real-vs-real digits-FD at sample count n: FD of n images drawn without replacement from the `pool` split
     (at `size`, processed like samples of that size) against `reference`, over `repeats` seeded draws."""
-    real = load_digits_images(size, split=pool).x
-    if not (isinstance(n, int) and 2 <= n <= real.shape[0]):
-        raise ValueError(f"n: expected 2 <= n <= {real.shape[0]} (the {pool} split), got {n!r}")
+    pool_feats = _split_features(pool, size, features)
+    total = pool_feats.shape[0]
+    if not (isinstance(n, int) and 2 <= n <= total):
+        raise ValueError(f"n: expected 2 <= n <= {total} (the {pool} split), got {n!r}")
     if not (isinstance(repeats, int) and repeats >= 2):
         raise ValueError(f"repeats: expected an int >= 2, got {repeats!r}")
-    ref = digits_features(_reference(reference), features)
+    ref = _reference_features(reference, features)
     g = torch.Generator().manual_seed(seed)
-    pool_feats = digits_features(real, features)
-    fds = [
-        float(frechet_distance(pool_feats[torch.randperm(real.shape[0], generator=g)[:n]], ref)) for _ in range(repeats)
-    ]
+    fds = [float(frechet_distance(pool_feats[torch.randperm(total, generator=g)[:n]], ref)) for _ in range(repeats)]
     return FDResult(math.nan, float(np.mean(fds)), float(np.std(fds, ddof=1)), n, ref.shape[0], repeats)
 
 
@@ -145,7 +150,7 @@ def fd_with_floor(
         samples.shape[0], reference=reference, pool=pool, size=samples.shape[-1], repeats=repeats, seed=seed,
         features=features,
     )  # fmt: skip
-    ref = digits_features(_reference(reference), features)
+    ref = _reference_features(reference, features)
     fd = float(frechet_distance(digits_features(samples, features), ref.to(samples.device)))
     return FDResult(fd, floor.floor, floor.floor_std, floor.n, floor.n_reference, repeats)
 
@@ -159,7 +164,7 @@ def digits_prdc(
 ) -> PRDC:
     """Precision / recall / density / coverage of samples (N, 1, H, W) against `reference` in digit features."""
     samples = _images(samples, "samples")
-    ref = digits_features(_reference(reference), features)
+    ref = _reference_features(reference, features)
     return precision_recall_knn(ref.to(samples.device), digits_features(samples, features), k=k)
 
 
@@ -225,13 +230,10 @@ def image_grid(images: torch.Tensor, *, ncol: int = 10, pad: int = 1) -> torch.T
         raise ValueError(f"ncol, pad: expected ncol >= 1 and pad >= 0, got {ncol!r}, {pad!r}")
     n, c, h, w = images.shape
     rows = math.ceil(n / ncol)
-    grid = torch.ones(c, rows * (h + pad) + pad, ncol * (w + pad) + pad)
-    cells = to_unit(images.detach().float().cpu())
-    for i in range(n):
-        r, col = divmod(i, ncol)
-        top, left = pad + r * (h + pad), pad + col * (w + pad)
-        grid[:, top : top + h, left : left + w] = cells[i]
-    return grid
+    cells = torch.ones(rows * ncol, c, h + pad, w + pad)  # each cell with its bottom and right padding
+    cells[:n, :, :h, :w] = to_unit(images.detach().float().cpu())
+    grid = cells.reshape(rows, ncol, c, h + pad, w + pad).permute(2, 0, 3, 1, 4).reshape(c, rows * (h + pad), -1)
+    return torch.nn.functional.pad(grid, (pad, 0, pad, 0), value=1.0)
 
 
 def save_image_grid(path: str | os.PathLike[str], images: torch.Tensor, *, ncol: int = 10, scale: int = 4) -> None:

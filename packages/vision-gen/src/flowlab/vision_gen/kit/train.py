@@ -19,7 +19,14 @@ from flowlab.core.train import EMA, fit
 from flowlab.vision_gen.kit.data import digits_source, load_digits_images
 from flowlab.vision_gen.kit.nets import DiTField, UNetField, tiny_dit, tiny_unet
 
-__all__ = ["ARCHS", "DigitsDenoiserConfig", "digits_denoiser", "digits_denoiser_artifact", "train_digits_denoiser"]
+__all__ = [
+    "ARCHS",
+    "DigitsDenoiserConfig",
+    "digits_denoiser",
+    "digits_denoiser_artifact",
+    "fit_with_ema",
+    "train_digits_denoiser",
+]
 
 #: the denoiser backbones `train_digits_denoiser` builds
 ARCHS = ("unet", "dit")
@@ -140,26 +147,47 @@ def train_digits_denoiser(
             batch = batch + dither * torch.randn(batch.shape, generator=g).to(batch)
         return batch
 
-    ema = EMA(field, decay=0.999, warmup_steps=100)
-    opt = torch.optim.Adam(field.parameters(), lr=lr)
+    def loss(model, x: torch.Tensor, g: torch.Generator) -> tuple[torch.Tensor, dict]:
+        return ddpm_loss(model, x, schedule, generator=g), {}
+
+    fit_with_ema(field, loss, batches, steps=steps, lr=lr, device=device, generator=gen, progress=progress)
+    return _for_inference(field)
+
+
+def fit_with_ema(
+    model: torch.nn.Module,
+    loss_fn,
+    batches,
+    *,
+    steps: int,
+    lr: float,
+    ema_decay: float = 0.999,
+    device: torch.device | str,
+    generator: torch.Generator,
+    progress: bool = False,
+) -> None:
+    """The kit's denoiser recipe on the core `fit`: Adam with a one-cycle schedule to `lr` (5 % warm-up), an EMA of
+    `ema_decay` (tracking the weights for its first 100 steps), `steps` steps; `model` ends holding the EMA weights.
+    loss_fn(model, batch, generator) -> (loss, logs) and batches(step, generator) as `fit` takes them."""
+    ema = EMA(model, decay=ema_decay, warmup_steps=100)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.05)
     fit(
-        field,
-        lambda model, x, g: (ddpm_loss(model, x, schedule, generator=g), {}),
+        model,
+        loss_fn,
         batches,
         steps=steps,
         optimizer=opt,
         lr_schedule=sched,
         ema=ema,
         device=device,
-        generator=gen,
+        generator=generator,
         progress=progress,
         log_every=max(1, steps // 10),
     )
     with ema.swap():
-        state = {k: v.detach().cpu().clone() for k, v in field.state_dict().items()}
-    field.load_state_dict(state)
-    return _for_inference(field)
+        state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(state)
 
 
 def _for_inference(field: UNetField | DiTField) -> UNetField | DiTField:
