@@ -457,3 +457,19 @@ def test_solve_ode_follows_input_device(device):
         y = solve_ode(problem.velocity, x0, grids.uniform(4), method="heun")
     assert y.device == x0.device and y.dtype == x0.dtype and bool(torch.isfinite(y).all())
     assert math.isfinite(float(y.abs().sum()))
+
+
+def test_sde_noise_map_gives_geometric_brownian_motion_its_exact_moments():
+    """dx = sigma x dW (a state-dependent noise map G(x) z = x z) is geometric Brownian motion: E[x_1] = x_0 and
+    Var[x_1] = x_0^2 (e^(sigma^2) - 1) = 0.2840 for sigma = 0.5; Euler-Maruyama on 200 steps keeps the mean exactly
+    (a martingale) and its variance x_0^2 ((1 + sigma^2 h)^n - 1) = 0.2834. Tolerances: 5 standard errors of 20000
+    draws (mean s.e. 0.0038, variance s.e. about 0.009)."""
+    batch, sigma = 20000, 0.5
+    x0 = torch.ones(batch, 1, dtype=F64)
+    zero = lambda x, t: torch.zeros_like(x)  # noqa: E731
+    x1 = solve_sde(zero, sigma, x0, grids.uniform(200, dtype=F64), generator=torch.Generator().manual_seed(4),
+                   noise_map=lambda x, z: x * z)  # fmt: skip
+    assert abs(float(x1.mean()) - 1) < 5 * 0.0038
+    assert abs(float(x1.var()) - ((1 + sigma**2 / 200) ** 200 - 1)) < 5 * 0.009
+    with pytest.raises(ValueError, match="noise_map"):
+        solve_sde(zero, 1.0, x0, grids.uniform(2, dtype=F64), noise_map="x")

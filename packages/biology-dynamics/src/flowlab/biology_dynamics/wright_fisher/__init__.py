@@ -1,5 +1,6 @@
-"""Wright-Fisher simplicial diffusion (issue 27), being built: so far its exact forward process (`WrightFisherPath`)
-and the ancestral-lineage distribution behind it."""
+"""Wright-Fisher simplicial diffusion (issue 27), being built: the exact forward process (`WrightFisherPath`), the
+ancestral-lineage law and its table, the transition density (lineage mixture and spectral series) and its score,
+the ELBO, the hollow wrapper and the reverse-SDE sampler."""
 
 from flowlab.biology_dynamics.wright_fisher.ancestral import (
     griffiths_moments,
@@ -7,6 +8,27 @@ from flowlab.biology_dynamics.wright_fisher.ancestral import (
     sample_lineages,
     simulate_lineages,
 )
+from flowlab.biology_dynamics.wright_fisher.hollow import Hollow
+from flowlab.biology_dynamics.wright_fisher.likelihood import lineage_posterior, log_ratio
+from flowlab.biology_dynamics.wright_fisher.nets import SequenceCNN, SequenceMLP
+from flowlab.biology_dynamics.wright_fisher.objective import WrightFisherELBO
 from flowlab.biology_dynamics.wright_fisher.process import WrightFisherPath
+from flowlab.biology_dynamics.wright_fisher.sample import sample_wright_fisher
+from flowlab.biology_dynamics.wright_fisher.table import LineageTable, lineage_table
 
-__all__ = ["WrightFisherPath", "griffiths_moments", "lineage_probs", "sample_lineages", "simulate_lineages"]
+__all__ = [
+    "Hollow",
+    "LineageTable",
+    "SequenceCNN",
+    "SequenceMLP",
+    "WrightFisherELBO",
+    "WrightFisherPath",
+    "griffiths_moments",
+    "lineage_posterior",
+    "lineage_probs",
+    "lineage_table",
+    "log_ratio",
+    "sample_lineages",
+    "sample_wright_fisher",
+    "simulate_lineages",
+]

@@ -59,8 +59,13 @@ class WrightFisherPath:
         if tau.shape[0] != x_0.shape[0]:
             raise ValueError(f"t: expected {x_0.shape[0]} times (one per sequence), got {tau.shape[0]}")
         lineages = sample_lineages(tau.repeat_interleave(x_0.shape[1]), self.psi, generator=generator)
-        alpha = torch.full((*x_0.shape, self.letters), self.psi / self.letters, dtype=torch.float64)
-        alpha.scatter_add_(-1, x_0.unsqueeze(-1), lineages.reshape(*x_0.shape, 1).double())
+        return self.draw(x_0, lineages.reshape(x_0.shape), generator=generator)
+
+    def draw(self, x_0: torch.Tensor, lineages: torch.Tensor, *, generator: torch.Generator) -> torch.Tensor:
+        """The second stage given the lineage counts: x_0, lineages (B, L) int64 -> x ~ Dirichlet(psi pi + lineages
+        e_{x_0}), (B, L, letters) float64 on x_0's device."""
+        alpha = torch.full((*x_0.shape, self.letters), self.psi / self.letters, dtype=torch.float64, device=x_0.device)
+        alpha.scatter_add_(-1, x_0.unsqueeze(-1), lineages.unsqueeze(-1).to(alpha))
         return self.simplex.random_dirichlet(x_0.shape[0], alpha, generator=generator)
 
     def mean(self, b: int, t: torch.Tensor, *, k_max: int = 80) -> torch.Tensor:

@@ -41,6 +41,7 @@ def solve_sde(
     *,
     generator: Generators = None,
     noise_projection: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    noise_map: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
     projection: Callable[[torch.Tensor], torch.Tensor] | None = None,
     return_trajectory: bool = False,
     callback: Callable[[StepInfo], Any] | None = None,
@@ -53,6 +54,9 @@ def solve_sde(
     x_init: (B, ...); grid: (N + 1,) strictly monotone in [0, 1]; generator: one generator, or one per sample
     (sample i then depends only on its own generator); noise_projection: P, a linear map applied to every Gaussian
     increment, so the noise lives on a subspace (e.g. zero centre of mass for molecules); None is the identity.
+    noise_map: a state-dependent square root of the diffusion matrix, `noise_map(x, z) -> G(x) z` (x-shaped), so
+    the step adds g sqrt(|h|) G(x) z (e.g. the Wright-Fisher noise on the simplex, G G^T = diag(x) - x x^T);
+    None is the identity.
     projection: applied to the state after every step, (B, ...) -> (B, ...), to keep an SDE on a constrained domain
     (e.g. `Simplex(K).projx` for a Jacobi diffusion on the simplex); None leaves the state as the step made it.
     Every step, the last included, adds noise. Returns the final state or, with `return_trajectory=True`, a
@@ -66,6 +70,8 @@ def solve_sde(
     check_callback(callback)
     if noise_projection is not None and not callable(noise_projection):
         raise ValueError(f"noise_projection: expected a callable or None, got {type(noise_projection).__name__}")
+    if noise_map is not None and not callable(noise_map):
+        raise ValueError(f"noise_map: expected a callable noise_map(x, z) or None, got {type(noise_map).__name__}")
     if projection is not None and not callable(projection):
         raise ValueError(f"projection: expected a callable or None, got {type(projection).__name__}")
     times = batched_times(grid, x_init)
@@ -76,6 +82,8 @@ def solve_sde(
         noise = randn(shape, generator=generator, device=device, dtype=dtype)
         if noise_projection is not None:
             noise = noise_projection(noise)
+        if noise_map is not None:
+            noise = noise_map(x, noise)
         g = _diffusion_at(diffusion, t, x)
         x = torch.addcmul(x, expand_like(dt, x), drift(x=x, t=t, **cond))
         x = torch.addcmul(x, g * expand_like(dt.abs().sqrt(), x), noise)

@@ -1,0 +1,89 @@
+"""The ancestral-lineage law q_m(tau) tabulated once on a grid of dilated times, for training and sampling: the
+series costs up to 0.2 s per time near tau = 0.1 (its mpmath cells), a batch needs a row per sample.
+
+Rows at tau >= small_tau come from the series (`lineage_probs`); below, from Griffiths' normal approximation
+discretised the way the forward sampler rounds it (q_m = P(round(N) = m), the mass below 0 on m = 0), so the table
+and `WrightFisherPath.sample` describe the same process. Between grid points (geometric in tau) rows are
+interpolated linearly in log tau.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import torch
+
+from flowlab.biology_dynamics.wright_fisher.ancestral import SMALL_TAU, griffiths_moments, lineage_probs
+
+__all__ = ["LineageTable", "lineage_table"]
+
+
+def _griffiths_pmf(tau: torch.Tensor, psi: float, m_max: int) -> torch.Tensor:
+    """P(round(N(mean, var)) clipped at 0 = m), m = 0..m_max: tau (T,) -> (T, m_max + 1) float64."""
+    mean, var = griffiths_moments(tau, psi)
+    edges = torch.arange(m_max + 2, dtype=torch.float64) - 0.5
+    cdf = torch.special.ndtr((edges[None] - mean[:, None]) / var.sqrt()[:, None])
+    cdf[:, 0] = 0.0
+    return cdf.diff(dim=-1)
+
+
+class LineageTable:
+    """q_m(tau) for m = 0..m_max on `points` geometric grid times in [tau_min, tau_max]: `probs(tau)` interpolates.
+
+    m_max covers the Griffiths mean plus 12 standard deviations at tau_min (and the series' k_max above)."""
+
+    def __init__(
+        self,
+        psi: float,
+        tau_min: float,
+        tau_max: float,
+        *,
+        points: int = 160,
+        small_tau: float = SMALL_TAU,
+        k_max: int = 80,
+    ) -> None:
+        if not (0 < tau_min < tau_max and math.isfinite(tau_max)):
+            raise ValueError(f"tau_min, tau_max: expected 0 < tau_min < tau_max, got {tau_min!r}, {tau_max!r}")
+        if not (isinstance(points, int) and points >= 2):
+            raise ValueError(f"points: expected an int >= 2, got {points!r}")
+        self.psi, self.tau_min, self.tau_max = float(psi), float(tau_min), float(tau_max)
+        grid = torch.logspace(math.log10(tau_min), math.log10(tau_max), points, dtype=torch.float64)
+        mean, var = griffiths_moments(grid[:1], psi)
+        self.m_max = max(k_max, math.ceil(float(mean[0] + 12 * var[0].sqrt())))
+        rows = torch.zeros(points, self.m_max + 1, dtype=torch.float64)
+        small = grid < small_tau
+        if bool(small.any()):
+            rows[small] = _griffiths_pmf(grid[small], psi, self.m_max)
+        if bool((~small).any()):
+            rows[~small, : k_max + 1] = lineage_probs(grid[~small], psi, k_max=k_max)
+        self.log_grid = grid.log()
+        self.rows = rows / rows.sum(-1, keepdim=True)
+
+    def __repr__(self) -> str:
+        return f"LineageTable(psi={self.psi:g}, tau=[{self.tau_min:g}, {self.tau_max:g}], m_max={self.m_max})"
+
+    def probs(self, tau: torch.Tensor) -> torch.Tensor:
+        """tau: (B,) in [tau_min, tau_max] -> q: (B, m_max + 1) float64 on tau's device."""
+        if not isinstance(tau, torch.Tensor) or tau.dim() != 1:
+            raise ValueError("tau: expected a 1-D tensor of dilated times")
+        lo, hi = self.tau_min * (1 - 1e-9), self.tau_max * (1 + 1e-9)
+        if not bool(torch.isfinite(tau).all()) or bool(((tau < lo) | (tau > hi)).any()):
+            raise ValueError(f"tau: expected times in the table's range [{self.tau_min:g}, {self.tau_max:g}]")
+        log_grid, rows = self.log_grid.to(tau.device), self.rows.to(tau.device)
+        u = tau.to(torch.float64).log().clamp(log_grid[0], log_grid[-1])
+        i = torch.searchsorted(log_grid, u).clamp(1, len(log_grid) - 1)
+        w = ((u - log_grid[i - 1]) / (log_grid[i] - log_grid[i - 1]))[:, None]
+        return (1 - w) * rows[i - 1] + w * rows[i]
+
+    def sample(self, q: torch.Tensor, *, generator: torch.Generator, per_row: int = 1) -> torch.Tensor:
+        """Inverse-CDF draws from rows of `probs`: q (B, M) -> (B, per_row) int64 lineage counts."""
+        u = torch.rand(q.shape[0], per_row, generator=generator, device=q.device, dtype=torch.float64)
+        cdf = q.cumsum(-1)
+        return torch.searchsorted(cdf, u * cdf[:, -1:]).clamp_max(q.shape[-1] - 1)
+
+
+@lru_cache(maxsize=16)
+def lineage_table(psi: float, tau_min: float, tau_max: float, points: int = 160) -> LineageTable:
+    """A cached `LineageTable` (built once per process for each setting)."""
+    return LineageTable(psi, tau_min, tau_max, points=points)
