@@ -1,6 +1,7 @@
 """Wright-Fisher simplicial diffusion (issue 27), being built: the exact forward process (`WrightFisherPath`), the
 ancestral-lineage law and its table, the transition density (lineage mixture and spectral series) and its score,
-the ELBO, the hollow wrapper and the reverse-SDE sampler."""
+the ELBO, the hollow wrapper and the reverse-SDE sampler; the discrete and Gaussian domains and the unified
+sufficient-statistic training across all three."""
 
 from flowlab.biology_dynamics.wright_fisher.ancestral import (
     griffiths_moments,
@@ -8,6 +9,8 @@ from flowlab.biology_dynamics.wright_fisher.ancestral import (
     sample_lineages,
     simulate_lineages,
 )
+from flowlab.biology_dynamics.wright_fisher.discrete import DiscreteDomain
+from flowlab.biology_dynamics.wright_fisher.gaussian import GaussianDomain
 from flowlab.biology_dynamics.wright_fisher.hollow import Hollow
 from flowlab.biology_dynamics.wright_fisher.likelihood import lineage_posterior, log_ratio
 from flowlab.biology_dynamics.wright_fisher.nets import SequenceCNN, SequenceMLP
@@ -15,14 +18,21 @@ from flowlab.biology_dynamics.wright_fisher.objective import WrightFisherELBO
 from flowlab.biology_dynamics.wright_fisher.process import WrightFisherPath
 from flowlab.biology_dynamics.wright_fisher.sample import sample_wright_fisher
 from flowlab.biology_dynamics.wright_fisher.table import LineageTable, lineage_table
+from flowlab.biology_dynamics.wright_fisher.unified import DOMAINS, SimplicialDomain, UnifiedLoss, domain
 
 __all__ = [
+    "DOMAINS",
+    "DiscreteDomain",
+    "GaussianDomain",
     "Hollow",
     "LineageTable",
     "SequenceCNN",
     "SequenceMLP",
+    "SimplicialDomain",
+    "UnifiedLoss",
     "WrightFisherELBO",
     "WrightFisherPath",
+    "domain",
     "griffiths_moments",
     "lineage_posterior",
     "lineage_probs",

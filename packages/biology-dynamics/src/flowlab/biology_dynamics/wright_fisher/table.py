@@ -16,10 +16,10 @@ import torch
 
 from flowlab.biology_dynamics.wright_fisher.ancestral import SMALL_TAU, griffiths_moments, lineage_probs
 
-__all__ = ["LineageTable", "lineage_table"]
+__all__ = ["LineageTable", "griffiths_pmf", "lineage_table"]
 
 
-def _griffiths_pmf(tau: torch.Tensor, psi: float, m_max: int) -> torch.Tensor:
+def griffiths_pmf(tau: torch.Tensor, psi: float, m_max: int) -> torch.Tensor:
     """P(round(N(mean, var)) clipped at 0 = m), m = 0..m_max: tau (T,) -> (T, m_max + 1) float64."""
     mean, var = griffiths_moments(tau, psi)
     edges = torch.arange(m_max + 2, dtype=torch.float64) - 0.5
@@ -54,7 +54,7 @@ class LineageTable:
         rows = torch.zeros(points, self.m_max + 1, dtype=torch.float64)
         small = grid < small_tau
         if bool(small.any()):
-            rows[small] = _griffiths_pmf(grid[small], psi, self.m_max)
+            rows[small] = griffiths_pmf(grid[small], psi, self.m_max)
         if bool((~small).any()):
             rows[~small, : k_max + 1] = lineage_probs(grid[~small], psi, k_max=k_max)
         self.log_grid = grid.log()
