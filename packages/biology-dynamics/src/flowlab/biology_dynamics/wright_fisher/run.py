@@ -1,0 +1,186 @@
+"""A trained sequence model on disk: `DNARun` names the task, the domain and the network; `train_run` trains it with
+checkpoints (a rerun resumes), `load_run` rebuilds it from the folder, and `evaluate_run` scores it.
+
+Tasks: "toy" (independent positions over `letters` letters, one seeded Dirichlet(0.5) categorical; a `SequenceMLP`,
+hollow for the simplicial domain) and "motifs" (class-conditional DNA with `classes` JASPAR motifs planted in
+uniform backgrounds; a class-conditional `SequenceCNN`). Domains: the three of the paper, MDLM, and "unified" (one
+time-free sufficient-statistic network trained on all three; it samples and scores in any of them).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+
+from flowlab.biology_dynamics.wright_fisher.discrete import DiscreteDomain
+from flowlab.biology_dynamics.wright_fisher.hollow import Hollow
+from flowlab.biology_dynamics.wright_fisher.motifs import MotifTask, hit_rate, load_motifs, sample_motif_sequences
+from flowlab.biology_dynamics.wright_fisher.nets import SequenceCNN, SequenceMLP
+from flowlab.biology_dynamics.wright_fisher.toy import categorical_target, empirical_kl, sample_categorical
+from flowlab.biology_dynamics.wright_fisher.unified import DOMAINS, UnifiedLoss, domain
+from flowlab.core.config import Config
+from flowlab.core.train import fit, load_checkpoint
+
+__all__ = [
+    "DNARun",
+    "evaluate_run",
+    "load_run",
+    "method_of",
+    "sample_run",
+    "train_run",
+    "training_batch",
+    "training_loss",
+]
+
+SETTINGS = "run.json"
+Domain = Literal["simplicial", "discrete", "gaussian", "masked", "unified"]
+
+
+@dataclass(frozen=True)
+class DNARun(Config):
+    """`task` "toy" (`letters` letters) or "motifs" (4 letters, `classes` motif classes); sequences of `length`;
+    `domain`; `steps` Adam steps of `batch` sequences at `lr`; network `width` (MLP hidden size or CNN channels)
+    and CNN `stacks`; `seed` for the target, the data and the training."""
+
+    task: Literal["toy", "motifs"] = "motifs"
+    domain: Domain = "simplicial"
+    letters: int = 4
+    length: int = 100
+    classes: int = 2
+    steps: int = 2000
+    batch: int = 64
+    lr: float = 2e-3
+    width: int = 64
+    stacks: int = 1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.task == "motifs" and self.letters != 4:
+            raise ValueError(f"letters: the motifs task is DNA (4 letters), got {self.letters}")
+        for name in ("letters", "length", "steps", "batch", "width", "stacks", "classes"):
+            if getattr(self, name) < (2 if name == "letters" else 1):
+                raise ValueError(f"{name}: expected a positive size, got {getattr(self, name)}")
+
+
+def training_loss(run: DNARun) -> Any:
+    """The run's `loss_fn` for `core.train.fit` (a unified run: `UnifiedLoss` over the three domains)."""
+    return UnifiedLoss(run.letters) if run.domain == "unified" else method_of(run).loss_fn
+
+
+def method_of(run: DNARun, sample_domain: str | None = None) -> Any:
+    """The domain object that samples and scores the run: a unified run in `sample_domain` (default simplicial),
+    a single-domain run only in its own."""
+    if run.domain == "unified":
+        sample_domain = sample_domain or "simplicial"
+        if sample_domain not in DOMAINS:
+            raise ValueError(f"domain: a unified run samples in one of {DOMAINS}, got {sample_domain!r}")
+        return domain(sample_domain, run.letters, ssp=True)
+    if sample_domain not in (None, run.domain):
+        raise ValueError(f"domain: this run was trained for {run.domain!r}, not {sample_domain!r}")
+    if run.domain == "masked":
+        return DiscreteDomain(run.letters, kind="masked")
+    return domain(run.domain, run.letters)
+
+
+def network(run: DNARun) -> torch.nn.Module:
+    channels = run.letters + (run.domain == "masked")
+    times = run.domain != "unified"
+    if run.task == "toy":
+        net = SequenceMLP(run.length, run.letters, channels=channels, hidden=(run.width,) * 2, times=times)
+        return Hollow(net) if run.domain == "simplicial" else net
+    if not times:
+        raise ValueError("domain: the unified model is built for the toy task only (a time-free SequenceMLP)")
+    return SequenceCNN(run.letters, channels=channels, width=run.width, stacks=run.stacks, classes=run.classes)
+
+
+def _task(run: DNARun) -> MotifTask:
+    return MotifTask(length=run.length, classes=run.classes, seed=run.seed)
+
+
+def training_batch(run: DNARun, n: int, generator: torch.Generator) -> Any:
+    """n fresh training sequences: (n, L) int64 (toy) or (x_0, {"cond": labels (n,)}) (motifs), on the CPU."""
+    if run.task == "toy":
+        return sample_categorical(categorical_target(run.letters, seed=run.seed), n, run.length, generator=generator)
+    seed = int(torch.randint(2**62, (1,), generator=generator, device=generator.device))
+    x, labels = sample_motif_sequences(_task(run), n, generator=torch.Generator().manual_seed(seed))
+    return x, {"cond": labels}
+
+
+def _to(batch: Any, device) -> Any:
+    if isinstance(batch, tuple):
+        return batch[0].to(device), {k: v.to(device) for k, v in batch[1].items()}
+    return batch.to(device)
+
+
+def train_run(run: DNARun, out: str | Path, *, device="cpu", progress: bool = True, ckpt_every: int = 500) -> Path:
+    """Train `run` into the folder `out` (checkpoints there; a rerun with the same settings, or more steps,
+    resumes) -> out."""
+    out = Path(out)
+    settings = out / SETTINGS
+    if settings.is_file() and replace(DNARun.from_mapping(json.loads(settings.read_text())), steps=run.steps) != run:
+        raise ValueError(f"out: {out} holds a run with other settings ({settings}); only --steps may change")
+    out.mkdir(parents=True, exist_ok=True)
+    settings.write_text(json.dumps(run.to_dict(), indent=1))
+    net, generator = network(run), torch.Generator(device).manual_seed(run.seed)
+    data = lambda step, gen: _to(training_batch(run, run.batch, gen), device)  # noqa: E731
+    fit(net, training_loss(run), data, steps=run.steps, optimizer=torch.optim.Adam(net.parameters(), run.lr),
+        device=device, generator=generator, ckpt_dir=out, ckpt_every=ckpt_every, progress=progress,
+        config=run.to_dict())  # fmt: skip
+    return out
+
+
+def load_run(folder: str | Path, *, device="cpu") -> tuple[DNARun, torch.nn.Module]:
+    """(the run's settings, its network with the latest checkpoint's weights) from a `train_run` folder."""
+    folder = Path(folder)
+    settings = folder / SETTINGS
+    if not settings.is_file():
+        raise ValueError(f"folder: {folder} is not a run folder (no {SETTINGS}); train one with `flowlab dna train`")
+    run = DNARun.from_mapping(json.loads(settings.read_text()))
+    net = network(run).to(device)
+    try:
+        load_checkpoint(folder, model=net, device=device, restore_rng=False)
+    except FileNotFoundError as err:
+        raise ValueError(f"folder: {folder} holds no checkpoint yet (train it first): {err}") from err
+    return run, net.eval()
+
+
+def evaluate_run(
+    run: DNARun, net: torch.nn.Module, *, n: int = 1000, steps: int = 100, sample_domain: str | None = None,
+    device="cpu", seed: int = 1,
+) -> dict[str, float]:  # fmt: skip
+    """Score a trained run on fresh data drawn with `seed`: the negative ELBO in nats per position (likelihood
+    domains), then `n` samples with `steps` steps: their KL to the target (toy) or motif hit rate (motifs)."""
+    method = method_of(run, sample_domain)
+    generator = torch.Generator(device).manual_seed(seed)
+    held = _to(training_batch(run, n, generator), device)
+    x_0, cond = held if isinstance(held, tuple) else (held, None)
+    out = {}
+    if hasattr(method, "elbo"):
+        out["nats"] = method.elbo(net, x_0, generator=generator, cond=cond)["nats"]
+    labels = torch.arange(n) % run.classes
+    sample_cond = {"cond": labels.to(device)} if run.task == "motifs" else None
+    x = method.sample(net, n, run.length, steps=steps, generator=generator, device=device, cond=sample_cond).cpu()
+    if run.task == "toy":
+        out["kl"] = empirical_kl(x, categorical_target(run.letters, seed=run.seed))
+    else:
+        out["hit_rate"] = hit_rate(x, labels, load_motifs(_task(run).motifs[: run.classes]))
+    return out
+
+
+def sample_run(run: DNARun, net: torch.nn.Module, n: int, *, steps: int = 100, label: int | None = None,
+               sample_domain: str | None = None, device="cpu", seed: int = 0) -> torch.Tensor:  # fmt: skip
+    """n sampled sequences (n, L) int64 (motifs: of class `label`, default balanced over the classes)."""
+    method = method_of(run, sample_domain)
+    cond = None
+    if run.task == "motifs":
+        if label is not None and not 0 <= label < run.classes:
+            raise ValueError(f"label: expected a class in [0, {run.classes}), got {label}")
+        labels = torch.full((n,), label) if label is not None else torch.arange(n) % run.classes
+        cond = {"cond": labels.to(device)}
+    generator = torch.Generator(device).manual_seed(seed)
+    return method.sample(net, n, run.length, steps=steps, generator=generator, device=device, cond=cond).cpu()

@@ -1,0 +1,60 @@
+"""`flowlab dna train|sample|evaluate`: a toy run trains, resumes with more steps, samples FASTA and scores; a motif
+run samples a chosen class; a unified run samples in another domain; bad settings and folders are clear errors."""
+
+import re
+
+from typer.testing import CliRunner
+
+from flowlab.biology_dynamics.cli import dna_app
+from flowlab.biology_dynamics.wright_fisher.dna import read_fasta
+
+TOY = ["--task", "toy", "--letters", "4", "--length", "2", "--width", "16", "--batch", "16"]
+
+
+def _ok(*args: str) -> str:
+    res = CliRunner().invoke(dna_app, list(args))
+    assert res.exit_code == 0, res.output
+    return res.output
+
+
+def _fails(*args: str) -> str:
+    res = CliRunner().invoke(dna_app, list(args))
+    assert res.exit_code == 2, res.output
+    return " ".join(re.sub("[│╭╮╰╯─]", " ", res.output).split())  # the message without its panel
+
+
+def test_toy_run_trains_resumes_samples_and_scores(tmp_path):
+    run = str(tmp_path / "toy")
+    _ok("train", "--out", run, *TOY, "--steps", "6")
+    _ok("train", "--out", run, *TOY, "--steps", "9")  # resumes from step 6
+    assert sorted(p.name for p in (tmp_path / "toy").glob("step-*")) == ["step-000000006", "step-000000009"]
+    assert "only --steps may change" in _fails("train", "--out", run, *TOY[:-4], "--width", "32", "--steps", "9")
+    fasta = tmp_path / "s.fasta"
+    _ok("sample", run, "--n", "5", "--steps", "3", "--out", str(fasta))
+    records = read_fasta(fasta)
+    assert len(records) == 5 and all(len(seq) == 2 and set(seq) <= set("ACGT") for _, seq in records)
+    out = _ok("evaluate", run, "--n", "50", "--steps", "3")
+    assert out.startswith("nats ") and " kl " in out
+
+
+def test_motif_run_samples_the_chosen_class(tmp_path):
+    run = str(tmp_path / "motifs")
+    _ok("train", "--out", run, "--domain", "masked", "--length", "40", "--width", "16", "--batch", "8", "--steps", "2")
+    fasta = tmp_path / "m.fasta"
+    _ok("sample", run, "--n", "3", "--steps", "2", "--class", "1", "--out", str(fasta))
+    assert [len(seq) for _, seq in read_fasta(fasta)] == [40, 40, 40]
+    assert "hit_rate" in _ok("evaluate", run, "--n", "8", "--steps", "2")
+    assert "label: expected a class in [0, 2)" in _fails("sample", run, "--n", "2", "--class", "2")
+    assert "trained for 'masked'" in _fails("sample", run, "--n", "2", "--domain", "gaussian")
+
+
+def test_unified_run_samples_in_any_domain_and_bad_input_is_named(tmp_path):
+    run = str(tmp_path / "unified")
+    _ok("train", "--out", run, *TOY, "--domain", "unified", "--steps", "3")
+    for name in ("discrete", "gaussian", "simplicial"):
+        _ok("sample", run, "--n", "2", "--steps", "2", "--domain", name, "--out", str(tmp_path / f"{name}.fasta"))
+    assert "samples in one of" in _fails("sample", run, "--n", "2", "--domain", "masked")
+    assert "domain" in _fails("train", "--out", str(tmp_path / "x"), "--domain", "nope")
+    assert "toy task only" in _fails("train", "--out", str(tmp_path / "y"), "--domain", "unified", "--steps", "1")
+    assert "not a run folder" in _fails("sample", str(tmp_path))
+    assert "letters: the motifs task is DNA" in _fails("train", "--out", str(tmp_path / "z"), "--letters", "5")
