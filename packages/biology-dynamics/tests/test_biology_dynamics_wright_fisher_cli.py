@@ -1,5 +1,6 @@
 """`flowlab dna train|sample|evaluate`: a toy run trains, resumes with more steps, samples FASTA and scores; a motif
-run samples a chosen class; a unified run samples in another domain; bad settings and folders are clear errors."""
+run samples a chosen class; a unified run samples in every domain; a baseline trains and scores; bad settings and
+folders are clear errors."""
 
 import re
 
@@ -40,6 +41,23 @@ def test_toy_run_trains_resumes_samples_and_scores(tmp_path):
 def test_motif_run_samples_the_chosen_class(tmp_path):
     run = str(tmp_path / "motifs")
     _ok("train", "--out", run, "--domain", "masked", "--length", "40", "--width", "16", "--batch", "8", "--steps", "2")
+    unified = str(tmp_path / "unified")
+    _ok(
+        "train",
+        "--out",
+        unified,
+        "--domain",
+        "unified",
+        "--length",
+        "40",
+        "--width",
+        "16",
+        "--batch",
+        "8",
+        "--steps",
+        "2",
+    )
+    assert "hit_rate" in _ok("evaluate", unified, "--n", "4", "--steps", "2", "--domain", "gaussian")
     fasta = tmp_path / "m.fasta"
     _ok("sample", run, "--n", "3", "--steps", "2", "--class", "1", "--out", str(fasta))
     assert [len(seq) for _, seq in read_fasta(fasta)] == [40, 40, 40]
@@ -54,7 +72,9 @@ def test_unified_run_samples_in_any_domain_and_bad_input_is_named(tmp_path):
     for name in ("discrete", "gaussian", "simplicial"):
         _ok("sample", run, "--n", "2", "--steps", "2", "--domain", name, "--out", str(tmp_path / f"{name}.fasta"))
     assert "samples in one of" in _fails("sample", run, "--n", "2", "--domain", "masked")
+    baseline = str(tmp_path / "ddsm")
+    _ok("train", "--out", baseline, *TOY, "--domain", "ddsm-lite", "--steps", "2")
+    assert _ok("evaluate", baseline, "--n", "20", "--steps", "2").startswith("kl ")  # no likelihood: no nats
     assert "domain" in _fails("train", "--out", str(tmp_path / "x"), "--domain", "nope")
-    assert "toy task only" in _fails("train", "--out", str(tmp_path / "y"), "--domain", "unified", "--steps", "1")
     assert "not a run folder" in _fails("sample", str(tmp_path))
     assert "letters: the motifs task is DNA" in _fails("train", "--out", str(tmp_path / "z"), "--letters", "5")

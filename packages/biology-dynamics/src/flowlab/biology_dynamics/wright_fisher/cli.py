@@ -17,7 +17,11 @@ app = typer.Typer(help="Wright-Fisher simplicial diffusion (and discrete, Gaussi
 def train_cmd(
     out: Path = typer.Option(Path("runs/dna"), "--out", help="run folder (checkpoints; a rerun resumes)"),
     task: str = typer.Option("motifs", "--task", help="toy | motifs"),
-    domain: str = typer.Option("simplicial", "--domain", help="simplicial | discrete | gaussian | masked | unified"),
+    domain: str = typer.Option(
+        "simplicial",
+        "--domain",
+        help="simplicial | discrete | gaussian | masked | unified | dirichlet-fm | linear-fm | ddsm-lite",
+    ),
     letters: int = typer.Option(4, "--letters", help="alphabet size (toy task)"),
     length: int = typer.Option(100, "--length"),
     classes: int = typer.Option(2, "--classes", help="motif classes (motifs task, up to 8)"),

@@ -30,33 +30,54 @@ def _check(x: torch.Tensor, q: torch.Tensor) -> None:
 _NEGLIGIBLE = 1e-80
 
 
-def _support(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The columns of q some row gives weight: q restricted to them, and their lineage counts m."""
-    kept = (q > _NEGLIGIBLE).any(0).nonzero().squeeze(-1)
-    lo, hi = int(kept.min()), int(kept.max()) + 1
-    return q[:, lo:hi], torch.arange(lo, hi, dtype=torch.float64, device=q.device)
+#: rows are summed in up to this many groups of similar support (sorted by their last weighted column), each over
+#: its own columns: a batch mixing small and large times no longer pays the widest row's support for every row
+_GROUPS = 8
 
 
-def _log_terms(x: torch.Tensor, q: torch.Tensor, psi: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """log of q_m (psi)_m / (a)_m x_b^m over the support of q: (B, L, K, M'), a = psi / K, and the m (M',)."""
+def _groups(q: torch.Tensor) -> list[tuple[torch.Tensor, int, int]]:
+    """(rows, lo, hi) per group: the row indices and the columns [lo, hi) that some row of the group weights."""
+    weighted = q > _NEGLIGIBLE
+    cols = torch.arange(q.shape[1], device=q.device)
+    hi = torch.where(weighted, cols, -1).amax(-1)  # (B,)
+    lo = torch.where(weighted, cols, q.shape[1]).amin(-1)
+    order = hi.argsort()
+    out = []
+    for rows in order.tensor_split(min(_GROUPS, q.shape[0])):
+        if len(rows):
+            out.append((rows, int(lo[rows].min()), int(hi[rows].max()) + 1))
+    return out
+
+
+def _sums(x: torch.Tensor, q: torch.Tensor, psi: float, *, mean: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """log R_b(x) and (with `mean`) E[m | x, b], each (B, L, K) float64: the terms
+    log q_m + log (psi)_m / (a)_m + m log x_b, a = psi / K, summed in log space over each row group's support."""
     a = psi / x.shape[-1]
-    q, m = _support(q)
-    log_coef = torch.lgamma(psi + m) - math.lgamma(psi) - torch.lgamma(a + m) + math.lgamma(a)
     log_x = x.to(torch.float64).clamp_min(torch.finfo(torch.float64).tiny).log()
-    return q.log()[:, None, None, :] + log_coef + m * log_x[..., None], m
+    log_r = torch.empty_like(log_x)
+    lineages = torch.empty_like(log_x) if mean else None
+    for rows, lo, hi in _groups(q):
+        m = torch.arange(lo, hi, dtype=torch.float64, device=q.device)
+        log_coef = torch.lgamma(psi + m) - math.lgamma(psi) - torch.lgamma(a + m) + math.lgamma(a)
+        terms = q[rows, lo:hi].log()[:, None, None, :] + log_coef + m * log_x[rows, ..., None]
+        top = terms.amax(-1, keepdim=True).detach()
+        e = torch.exp(terms - top)
+        total = e.sum(-1)
+        log_r = log_r.index_put((rows,), top[..., 0] + total.log())
+        if mean:
+            lineages = lineages.index_put((rows,), (e * m).sum(-1) / total)
+    return log_r, lineages
 
 
 def log_ratio(x: torch.Tensor, q: torch.Tensor, psi: float) -> torch.Tensor:
     """log R_b(x) for every position and letter b: x (B, L, K), q (B, M) lineage law per sequence -> (B, L, K)
     float64 (differentiable in x)."""
     _check(x, q)
-    return torch.logsumexp(_log_terms(x, q, psi)[0], dim=-1)
+    return _sums(x, q, psi, mean=False)[0]
 
 
 def lineage_posterior(x: torch.Tensor, q: torch.Tensor, psi: float) -> tuple[torch.Tensor, torch.Tensor]:
     """log R_b(x) and E[m | x, x_0 = b], each (B, L, K) float64; the ratio's score along e_b is their second
     over x_b."""
     _check(x, q)
-    terms, m = _log_terms(x, q, psi)
-    log_r = torch.logsumexp(terms, dim=-1)
-    return log_r, (torch.softmax(terms, dim=-1) * m).sum(-1)
+    return _sums(x, q, psi, mean=True)

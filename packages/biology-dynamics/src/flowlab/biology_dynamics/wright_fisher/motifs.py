@@ -30,6 +30,7 @@ __all__ = [
     "hit_rate",
     "load_motifs",
     "max_score",
+    "motif_batch",
     "profile",
     "profile_mse",
     "pwm",
@@ -206,6 +207,13 @@ def sample_motif_sequences(
             if len(rows):
                 _plant(x, rows, motif, k, generator)
     return x, labels
+
+
+def motif_batch(task: MotifTask, n: int, *, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """A fresh training draw of `sample_motif_sequences` (x (n, L), labels (n,) int64, on the CPU), seeded from
+    `generator` on any device."""
+    seed = int(torch.randint(2**62, (1,), generator=generator, device=generator.device))
+    return sample_motif_sequences(task, n, generator=torch.Generator().manual_seed(seed))
 
 
 def _plant(x: torch.Tensor, rows: torch.Tensor, motif: Motif, k: int, generator: torch.Generator) -> None:

@@ -3,8 +3,9 @@ checkpoints (a rerun resumes), `load_run` rebuilds it from the folder, and `eval
 
 Tasks: "toy" (independent positions over `letters` letters, one seeded Dirichlet(0.5) categorical; a `SequenceMLP`,
 hollow for the simplicial domain) and "motifs" (class-conditional DNA with `classes` JASPAR motifs planted in
-uniform backgrounds; a class-conditional `SequenceCNN`). Domains: the three of the paper, MDLM, and "unified" (one
-time-free sufficient-statistic network trained on all three; it samples and scores in any of them).
+uniform backgrounds; a class-conditional `SequenceCNN`). Domains: the three of the paper, MDLM, "unified" (one
+time-free sufficient-statistic network trained on all three; it samples and scores in any of them) and the simplex
+baselines "dirichlet-fm", "linear-fm" and "ddsm-lite".
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from typing import Any, Literal
 
 import torch
 
+from flowlab.biology_dynamics.wright_fisher.baselines import DDSMLite, DirichletFM, LinearSimplexFM
 from flowlab.biology_dynamics.wright_fisher.discrete import DiscreteDomain
 from flowlab.biology_dynamics.wright_fisher.hollow import Hollow
-from flowlab.biology_dynamics.wright_fisher.motifs import MotifTask, hit_rate, load_motifs, sample_motif_sequences
+from flowlab.biology_dynamics.wright_fisher.motifs import MotifTask, hit_rate, load_motifs, motif_batch
 from flowlab.biology_dynamics.wright_fisher.nets import SequenceCNN, SequenceMLP
 from flowlab.biology_dynamics.wright_fisher.toy import categorical_target, empirical_kl, sample_categorical
 from flowlab.biology_dynamics.wright_fisher.unified import DOMAINS, UnifiedLoss, domain
@@ -30,6 +32,7 @@ __all__ = [
     "evaluate_run",
     "load_run",
     "method_of",
+    "network",
     "sample_run",
     "train_run",
     "training_batch",
@@ -37,7 +40,8 @@ __all__ = [
 ]
 
 SETTINGS = "run.json"
-Domain = Literal["simplicial", "discrete", "gaussian", "masked", "unified"]
+Domain = Literal["simplicial", "discrete", "gaussian", "masked", "unified", "dirichlet-fm", "linear-fm", "ddsm-lite"]
+BASELINES = {"dirichlet-fm": DirichletFM, "linear-fm": LinearSimplexFM, "ddsm-lite": DDSMLite}
 
 
 @dataclass(frozen=True)
@@ -84,37 +88,37 @@ def method_of(run: DNARun, sample_domain: str | None = None) -> Any:
         raise ValueError(f"domain: this run was trained for {run.domain!r}, not {sample_domain!r}")
     if run.domain == "masked":
         return DiscreteDomain(run.letters, kind="masked")
+    if run.domain == "ddsm-lite":  # DDSM's own smallest time: t = 0.01 in its speed-balanced clock, tau = 2 t / K
+        return DDSMLite(run.letters, tau_min=0.02 / run.letters)
+    if run.domain in BASELINES:
+        return BASELINES[run.domain](run.letters)
     return domain(run.domain, run.letters)
 
 
 def network(run: DNARun) -> torch.nn.Module:
+    """The run's denoiser: a `SequenceMLP` (toy; hollow for the simplicial domain) or a class-conditional
+    `SequenceCNN` (motifs); time-free for the unified model, with a mask channel for MDLM."""
     channels = run.letters + (run.domain == "masked")
     times = run.domain != "unified"
     if run.task == "toy":
         net = SequenceMLP(run.length, run.letters, channels=channels, hidden=(run.width,) * 2, times=times)
         return Hollow(net) if run.domain == "simplicial" else net
-    if not times:
-        raise ValueError("domain: the unified model is built for the toy task only (a time-free SequenceMLP)")
-    return SequenceCNN(run.letters, channels=channels, width=run.width, stacks=run.stacks, classes=run.classes)
+    return SequenceCNN(
+        run.letters, channels=channels, width=run.width, stacks=run.stacks, times=times, classes=run.classes
+    )
 
 
 def _task(run: DNARun) -> MotifTask:
     return MotifTask(length=run.length, classes=run.classes, seed=run.seed)
 
 
-def training_batch(run: DNARun, n: int, generator: torch.Generator) -> Any:
-    """n fresh training sequences: (n, L) int64 (toy) or (x_0, {"cond": labels (n,)}) (motifs), on the CPU."""
+def training_batch(run: DNARun, n: int, generator: torch.Generator, device="cpu") -> Any:
+    """n fresh training sequences on `device`: (n, L) int64 (toy) or (x_0, {"cond": labels (n,)}) (motifs)."""
     if run.task == "toy":
-        return sample_categorical(categorical_target(run.letters, seed=run.seed), n, run.length, generator=generator)
-    seed = int(torch.randint(2**62, (1,), generator=generator, device=generator.device))
-    x, labels = sample_motif_sequences(_task(run), n, generator=torch.Generator().manual_seed(seed))
-    return x, {"cond": labels}
-
-
-def _to(batch: Any, device) -> Any:
-    if isinstance(batch, tuple):
-        return batch[0].to(device), {k: v.to(device) for k, v in batch[1].items()}
-    return batch.to(device)
+        probs = categorical_target(run.letters, seed=run.seed)
+        return sample_categorical(probs, n, run.length, generator=generator).to(device)
+    x, labels = motif_batch(_task(run), n, generator=generator)
+    return x.to(device), {"cond": labels.to(device)}
 
 
 def train_run(run: DNARun, out: str | Path, *, device="cpu", progress: bool = True, ckpt_every: int = 500) -> Path:
@@ -127,7 +131,7 @@ def train_run(run: DNARun, out: str | Path, *, device="cpu", progress: bool = Tr
     out.mkdir(parents=True, exist_ok=True)
     settings.write_text(json.dumps(run.to_dict(), indent=1))
     net, generator = network(run), torch.Generator(device).manual_seed(run.seed)
-    data = lambda step, gen: _to(training_batch(run, run.batch, gen), device)  # noqa: E731
+    data = lambda step, gen: training_batch(run, run.batch, gen, device)  # noqa: E731
     fit(net, training_loss(run), data, steps=run.steps, optimizer=torch.optim.Adam(net.parameters(), run.lr),
         device=device, generator=generator, ckpt_dir=out, ckpt_every=ckpt_every, progress=progress,
         config=run.to_dict())  # fmt: skip
@@ -157,7 +161,7 @@ def evaluate_run(
     domains), then `n` samples with `steps` steps: their KL to the target (toy) or motif hit rate (motifs)."""
     method = method_of(run, sample_domain)
     generator = torch.Generator(device).manual_seed(seed)
-    held = _to(training_batch(run, n, generator), device)
+    held = training_batch(run, n, generator, device)
     x_0, cond = held if isinstance(held, tuple) else (held, None)
     out = {}
     if hasattr(method, "elbo"):

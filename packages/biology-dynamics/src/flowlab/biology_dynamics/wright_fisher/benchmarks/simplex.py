@@ -13,15 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-import torch
-
-from flowlab.biology_dynamics.wright_fisher.baselines import DDSMLite, DirichletFM, LinearSimplexFM
 from flowlab.biology_dynamics.wright_fisher.benchmarks.training import train_method
-from flowlab.biology_dynamics.wright_fisher.discrete import DiscreteDomain
-from flowlab.biology_dynamics.wright_fisher.hollow import Hollow
-from flowlab.biology_dynamics.wright_fisher.nets import SequenceMLP
+from flowlab.biology_dynamics.wright_fisher.run import DNARun, method_of, network, training_batch, training_loss
 from flowlab.biology_dynamics.wright_fisher.toy import categorical_target, empirical_kl, sample_categorical
-from flowlab.biology_dynamics.wright_fisher.unified import DOMAINS, UnifiedLoss, domain
+from flowlab.biology_dynamics.wright_fisher.unified import DOMAINS
 from flowlab.core.bench import BenchContext, BenchResult, Claim, Scenario
 from flowlab.core.config import Config
 
@@ -34,17 +29,17 @@ MDLM = "masked (MDLM)"
 @dataclass(frozen=True)
 class SimplexBench(Config):
     """Targets over each of `letters`; `length` positions; `steps` training steps of `batch` sequences at `lr`
-    for an MLP of widths `hidden`; `samples` sampled sequences with `sample_steps` steps; the ELBO over
+    for an MLP of two hidden layers of `width`; `samples` sampled sequences with `sample_steps` steps; the ELBO over
     `elbo_sequences` held-out sequences with `elbo_draws` time draws each."""
 
     letters: tuple[int, ...] = (4, 20)
     length: int = 2
-    steps: int = 2000
+    steps: int = 1000
     batch: int = 128
     lr: float = 2e-3
-    hidden: tuple[int, ...] = (128, 128)
+    width: int = 128
     samples: int = 2000
-    sample_steps: int = 100
+    sample_steps: int = 50
     elbo_sequences: int = 1000
     elbo_draws: int = 8
 
@@ -54,28 +49,21 @@ FULL = replace(QUICK, letters=(4, 20, 100), length=4, steps=6000, samples=10_000
 SMOKE = replace(QUICK, letters=(4,), steps=20, samples=100, sample_steps=5, elbo_sequences=50, elbo_draws=1)
 
 
-def _methods(cfg: SimplexBench, letters: int) -> dict[str, tuple[Any, torch.nn.Module]]:
-    def mlp(channels: int = letters) -> SequenceMLP:
-        return SequenceMLP(cfg.length, letters, channels=channels, hidden=cfg.hidden)
-
-    return {
-        OURS: (domain("simplicial", letters), Hollow(mlp())),
-        "uniform discrete": (domain("discrete", letters), mlp()),
-        MDLM: (DiscreteDomain(letters, kind="masked"), mlp(letters + 1)),
-        "Gaussian (VP, embedding)": (domain("gaussian", letters), mlp()),
-        "Dirichlet FM": (DirichletFM(letters), mlp()),
-        "linear simplex FM": (LinearSimplexFM(letters), mlp()),
-        # DDSM's own smallest time: t = 0.01 in its speed-balanced clock, tau = 2 t / K
-        "DDSM-lite": (DDSMLite(letters, tau_min=0.02 / letters), mlp()),
-    }
+#: row name -> the `DNARun` domain that trains it (all on the toy task's `SequenceMLP`, hollow for Wright-Fisher)
+METHODS = {
+    OURS: "simplicial",
+    "uniform discrete": "discrete",
+    MDLM: "masked",
+    "Gaussian (VP, embedding)": "gaussian",
+    "Dirichlet FM": "dirichlet-fm",
+    "linear simplex FM": "linear-fm",
+    "DDSM-lite": "ddsm-lite",
+    "unified SSP": "unified",
+}
 
 
-def _train(ctx: BenchContext, cfg: SimplexBench, loss_fn, net, probs) -> tuple[float, float]:
-    data = lambda step, gen: sample_categorical(probs, cfg.batch, cfg.length, generator=gen)  # noqa: E731
-    return train_method(ctx, net, loss_fn, data, steps=cfg.steps, lr=cfg.lr)
-
-
-def _score(ctx: BenchContext, cfg: SimplexBench, method: Any, net, probs, held_out) -> dict[str, float]:
+def _score(ctx: BenchContext, method: Any, net, probs, held_out) -> dict[str, float]:
+    cfg: SimplexBench = ctx.config
     out = {}
     if hasattr(method, "elbo"):
         out["nats"] = method.elbo(net, held_out, generator=ctx.generator, draws=cfg.elbo_draws)["nats"]
@@ -94,19 +82,17 @@ def _run(ctx: BenchContext) -> BenchResult:
         # the floor of every ELBO on these sequences: their exact negative log-likelihood per position
         exact = float(-probs.log()[held_out.cpu()].mean())
         rows.setdefault("exact target (held-out NLL)", {})[f"nats_K{letters}"] = exact
-        for name, (method, net) in _methods(cfg, letters).items():
-            nan_rate, seconds = _train(ctx, cfg, method.loss_fn, net, probs)
-            scores = _score(ctx, cfg, method, net, probs, held_out)
-            row = rows.setdefault(name, {})
-            row.update({f"{k}_K{letters}": v for k, v in scores.items()})
-            row[f"nan_rate_K{letters}"], row[f"train_s_K{letters}"] = nan_rate, seconds
-        unified = UnifiedLoss(letters)
-        shared = SequenceMLP(cfg.length, letters, hidden=cfg.hidden, times=False)
-        nan_rate, seconds = _train(ctx, cfg, unified, shared, probs)
-        for name, method in zip(DOMAINS, unified.domains, strict=True):
-            row = rows.setdefault(f"unified SSP, {name}", {})
-            row.update({f"{k}_K{letters}": v for k, v in _score(ctx, cfg, method, shared, probs, held_out).items()})
-            row[f"nan_rate_K{letters}"], row[f"train_s_K{letters}"] = nan_rate, seconds
+        for name, kind in METHODS.items():
+            run = DNARun(task="toy", domain=kind, letters=letters, length=cfg.length, steps=cfg.steps,
+                         batch=cfg.batch, lr=cfg.lr, width=cfg.width, seed=ctx.seed)  # fmt: skip
+            data = lambda step, gen, run=run: training_batch(run, cfg.batch, gen, ctx.device)  # noqa: E731
+            net = network(run)
+            nan_rate, seconds = train_method(ctx, net, training_loss(run), data, steps=cfg.steps, lr=cfg.lr)
+            for sample_domain in DOMAINS if kind == "unified" else (None,):
+                scores = _score(ctx, method_of(run, sample_domain), net, probs, held_out)
+                row = rows.setdefault(name if sample_domain is None else f"{name}, {sample_domain}", {})
+                row.update({f"{k}_K{letters}": v for k, v in scores.items()})
+                row[f"nan_rate_K{letters}"], row[f"train_s_K{letters}"] = nan_rate, seconds
     ours = rows.pop(OURS)
     return BenchResult(metrics=ours, baselines=rows, references=REFERENCES)
 
