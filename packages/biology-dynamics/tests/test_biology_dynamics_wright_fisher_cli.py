@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from flowlab.biology_dynamics.cli import dna_app
 from flowlab.biology_dynamics.wright_fisher.dna import read_fasta
 
-TOY = ["--task", "toy", "--letters", "4", "--length", "2", "--width", "16", "--batch", "16"]
+TOY = ["--task", "toy-simplex", "--letters", "4", "--length", "2", "--width", "16", "--batch", "16"]
 
 
 def _ok(*args: str) -> str:
@@ -72,9 +72,14 @@ def test_unified_run_samples_in_any_domain_and_bad_input_is_named(tmp_path):
     for name in ("discrete", "gaussian", "simplicial"):
         _ok("sample", run, "--n", "2", "--steps", "2", "--domain", name, "--out", str(tmp_path / f"{name}.fasta"))
     assert "samples in one of" in _fails("sample", run, "--n", "2", "--domain", "masked")
+    chain = str(tmp_path / "markov")
+    _ok("train", "--out", chain, "--task", "markov", "--length", "6", "--width", "16", "--batch", "16", "--steps", "3")
+    out = _ok("evaluate", chain, "--n", "20", "--steps", "2")
+    assert out.startswith("nats ") and " exact_nll " in out and " kl " in out
     baseline = str(tmp_path / "ddsm")
     _ok("train", "--out", baseline, *TOY, "--domain", "ddsm-lite", "--steps", "2")
-    assert _ok("evaluate", baseline, "--n", "20", "--steps", "2").startswith("kl ")  # no likelihood: no nats
+    out = _ok("evaluate", baseline, "--n", "20", "--steps", "2")
+    assert out.startswith("exact_nll ") and " kl " in out  # no likelihood: no nats
     assert "domain" in _fails("train", "--out", str(tmp_path / "x"), "--domain", "nope")
     assert "not a run folder" in _fails("sample", str(tmp_path))
     assert "letters: the motifs task is DNA" in _fails("train", "--out", str(tmp_path / "z"), "--letters", "5")

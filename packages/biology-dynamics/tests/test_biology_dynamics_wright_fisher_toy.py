@@ -1,12 +1,19 @@
-"""The toy categorical targets: seeded and normalised, sampled at their probabilities, and the empirical KL exact on
-known frequencies."""
+"""The toy targets: the categorical seeded and normalised, sampled at its probabilities, the empirical KL exact on
+known frequencies; the Markov chain stationary, its pairs sampled at their law, its NLL exact on a hand case."""
 
 import math
 
 import pytest
 import torch
 
-from flowlab.biology_dynamics.wright_fisher.toy import categorical_target, empirical_kl, sample_categorical
+from flowlab.biology_dynamics.wright_fisher.toy import (
+    MarkovTarget,
+    categorical_target,
+    empirical_kl,
+    markov_target,
+    pair_kl,
+    sample_categorical,
+)
 
 
 def test_targets_are_seeded_normalised_distributions():
@@ -33,3 +40,24 @@ def test_empirical_kl_on_known_frequencies():
         empirical_kl(torch.tensor([[3]]), probs)
     with pytest.raises(ValueError, match="letters"):
         categorical_target(1, seed=0)
+
+
+def test_markov_chain_is_stationary_and_its_pairs_follow_the_law():
+    chain = markov_target(4, seed=0)
+    torch.testing.assert_close(chain.initial @ chain.transition, chain.initial, atol=1e-12, rtol=0)
+    torch.testing.assert_close(chain.transition.sum(-1), torch.ones(4, dtype=torch.float64), atol=1e-12, rtol=0)
+    x = chain.sample(20_000, 6, generator=torch.Generator().manual_seed(0))
+    last = torch.nn.functional.one_hot(x[:, -1], 4).double().mean(0)
+    assert bool(((last - chain.initial).abs() < 5 * (chain.initial * (1 - chain.initial) / 20_000).sqrt()).all())
+    assert pair_kl(x, chain) < 0.005  # 15 free cells / (2 n) = 4e-4 of bias
+    shuffled = x[torch.randperm(20_000, generator=torch.Generator().manual_seed(1))]
+    assert pair_kl(torch.stack([x[:, 0], shuffled[:, 1]], 1), chain) > 10 * pair_kl(x[:, :2], chain)
+
+
+def test_markov_nll_on_a_hand_case():
+    chain = MarkovTarget(torch.tensor([0.5, 0.5], dtype=torch.float64),
+                         torch.tensor([[0.9, 0.1], [0.2, 0.8]], dtype=torch.float64))  # fmt: skip
+    want = -(math.log(0.5) + math.log(0.1) + math.log(0.8)) / 3
+    assert abs(float(chain.nll(torch.tensor([[0, 1, 1]]))[0]) - want) < 1e-12
+    with pytest.raises(ValueError, match="L >= 2"):
+        pair_kl(torch.zeros(3, 1, dtype=torch.long), chain)

@@ -1,5 +1,5 @@
 """`flowlab dna train|sample|evaluate`: Wright-Fisher simplicial diffusion and its discrete, Gaussian, masked and
-unified siblings on the toy categoricals or class-conditional DNA with JASPAR motifs."""
+unified siblings on the toy categoricals, a Markov chain or class-conditional DNA with JASPAR motifs."""
 
 from __future__ import annotations
 
@@ -16,19 +16,19 @@ app = typer.Typer(help="Wright-Fisher simplicial diffusion (and discrete, Gaussi
 @app.command("train")
 def train_cmd(
     out: Path = typer.Option(Path("runs/dna"), "--out", help="run folder (checkpoints; a rerun resumes)"),
-    task: str = typer.Option("motifs", "--task", help="toy | motifs"),
+    task: str = typer.Option("motifs", "--task", help="toy-simplex | markov | motifs"),
     domain: str = typer.Option(
         "simplicial",
         "--domain",
         help="simplicial | discrete | gaussian | masked | unified | dirichlet-fm | linear-fm | ddsm-lite",
     ),
-    letters: int = typer.Option(4, "--letters", help="alphabet size (toy task)"),
+    letters: int = typer.Option(4, "--letters", help="alphabet size (toy-simplex, markov)"),
     length: int = typer.Option(100, "--length"),
     classes: int = typer.Option(2, "--classes", help="motif classes (motifs task, up to 8)"),
     steps: int = typer.Option(2000, "--steps"),
     batch: int = typer.Option(64, "--batch"),
     lr: float = typer.Option(2e-3, "--lr"),
-    width: int = typer.Option(64, "--width", help="MLP hidden size (toy) or CNN channels (motifs)"),
+    width: int = typer.Option(64, "--width", help="MLP hidden size (toy tasks) or CNN channels (motifs)"),
     stacks: int = typer.Option(1, "--stacks", help="CNN dilation stacks (motifs)"),
     seed: int = typer.Option(0, "--seed"),
     device: str = typer.Option("cpu", "--device"),
@@ -76,7 +76,7 @@ def evaluate_cmd(
     seed: int = typer.Option(1, "--seed"),
     device: str = typer.Option("cpu", "--device"),
 ) -> None:
-    """ELBO (nats per position) on fresh data, and sample KL (toy) or motif hit rate (motifs)."""
+    """ELBO (nats per position) on fresh data, and sample KL (toy tasks) or motif hit rate (motifs)."""
     try:
         run, net = load_run(folder, device=device)
         scores = evaluate_run(run, net, n=n, steps=steps, sample_domain=domain, device=device, seed=seed)

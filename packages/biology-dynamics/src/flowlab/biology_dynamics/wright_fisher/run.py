@@ -1,9 +1,10 @@
 """A trained sequence model on disk: `DNARun` names the task, the domain and the network; `train_run` trains it with
 checkpoints (a rerun resumes), `load_run` rebuilds it from the folder, and `evaluate_run` scores it.
 
-Tasks: "toy" (independent positions over `letters` letters, one seeded Dirichlet(0.5) categorical; a `SequenceMLP`,
-hollow for the simplicial domain) and "motifs" (class-conditional DNA with `classes` JASPAR motifs planted in
-uniform backgrounds; a class-conditional `SequenceCNN`). Domains: the three of the paper, MDLM, "unified" (one
+Tasks: "toy-simplex" (independent positions over `letters` letters, one seeded Dirichlet(0.5) categorical) and
+"markov" (a seeded first-order chain), both on a `SequenceMLP` (hollow for the simplicial domain), and "motifs"
+(class-conditional DNA with `classes` JASPAR motifs planted in uniform backgrounds; a class-conditional
+`SequenceCNN`). Domains: the three of the paper, MDLM, "unified" (one
 time-free sufficient-statistic network trained on all three; it samples and scores in any of them) and the simplex
 baselines "dirichlet-fm", "linear-fm" and "ddsm-lite".
 """
@@ -22,7 +23,13 @@ from flowlab.biology_dynamics.wright_fisher.discrete import DiscreteDomain
 from flowlab.biology_dynamics.wright_fisher.hollow import Hollow
 from flowlab.biology_dynamics.wright_fisher.motifs import MotifTask, hit_rate, load_motifs, motif_batch
 from flowlab.biology_dynamics.wright_fisher.nets import SequenceCNN, SequenceMLP
-from flowlab.biology_dynamics.wright_fisher.toy import categorical_target, empirical_kl, sample_categorical
+from flowlab.biology_dynamics.wright_fisher.toy import (
+    categorical_target,
+    empirical_kl,
+    markov_target,
+    pair_kl,
+    sample_categorical,
+)
 from flowlab.biology_dynamics.wright_fisher.unified import DOMAINS, UnifiedLoss, domain
 from flowlab.core.config import Config
 from flowlab.core.train import fit, load_checkpoint
@@ -46,11 +53,12 @@ BASELINES = {"dirichlet-fm": DirichletFM, "linear-fm": LinearSimplexFM, "ddsm-li
 
 @dataclass(frozen=True)
 class DNARun(Config):
-    """`task` "toy" (`letters` letters) or "motifs" (4 letters, `classes` motif classes); sequences of `length`;
+    """`task` "toy-simplex" or "markov" (`letters` letters) or "motifs" (4 letters, `classes` motif classes);
+    sequences of `length`;
     `domain`; `steps` Adam steps of `batch` sequences at `lr`; network `width` (MLP hidden size or CNN channels)
     and CNN `stacks`; `seed` for the target, the data and the training."""
 
-    task: Literal["toy", "motifs"] = "motifs"
+    task: Literal["toy-simplex", "markov", "motifs"] = "motifs"
     domain: Domain = "simplicial"
     letters: int = 4
     length: int = 100
@@ -96,11 +104,11 @@ def method_of(run: DNARun, sample_domain: str | None = None) -> Any:
 
 
 def network(run: DNARun) -> torch.nn.Module:
-    """The run's denoiser: a `SequenceMLP` (toy; hollow for the simplicial domain) or a class-conditional
+    """The run's denoiser: a `SequenceMLP` (toy tasks; hollow for the simplicial domain) or a class-conditional
     `SequenceCNN` (motifs); time-free for the unified model, with a mask channel for MDLM."""
     channels = run.letters + (run.domain == "masked")
     times = run.domain != "unified"
-    if run.task == "toy":
+    if run.task != "motifs":
         net = SequenceMLP(run.length, run.letters, channels=channels, hidden=(run.width,) * 2, times=times)
         return Hollow(net) if run.domain == "simplicial" else net
     return SequenceCNN(
@@ -113,10 +121,12 @@ def _task(run: DNARun) -> MotifTask:
 
 
 def training_batch(run: DNARun, n: int, generator: torch.Generator, device="cpu") -> Any:
-    """n fresh training sequences on `device`: (n, L) int64 (toy) or (x_0, {"cond": labels (n,)}) (motifs)."""
-    if run.task == "toy":
+    """n fresh training sequences on `device`: (n, L) int64 (toy tasks) or (x_0, {"cond": labels (n,)}) (motifs)."""
+    if run.task == "toy-simplex":
         probs = categorical_target(run.letters, seed=run.seed)
         return sample_categorical(probs, n, run.length, generator=generator).to(device)
+    if run.task == "markov":
+        return markov_target(run.letters, seed=run.seed).sample(n, run.length, generator=generator).to(device)
     x, labels = motif_batch(_task(run), n, generator=generator)
     return x.to(device), {"cond": labels.to(device)}
 
@@ -158,7 +168,8 @@ def evaluate_run(
     device="cpu", seed: int = 1,
 ) -> dict[str, float]:  # fmt: skip
     """Score a trained run on fresh data drawn with `seed`: the negative ELBO in nats per position (likelihood
-    domains), then `n` samples with `steps` steps: their KL to the target (toy) or motif hit rate (motifs)."""
+    domains) beside the data's exact NLL (toy tasks), then `n` samples with `steps` steps: their letter KL
+    (toy-simplex), adjacent-pair KL (markov) or motif hit rate (motifs)."""
     method = method_of(run, sample_domain)
     generator = torch.Generator(device).manual_seed(seed)
     held = training_batch(run, n, generator, device)
@@ -169,8 +180,14 @@ def evaluate_run(
     labels = torch.arange(n) % run.classes
     sample_cond = {"cond": labels.to(device)} if run.task == "motifs" else None
     x = method.sample(net, n, run.length, steps=steps, generator=generator, device=device, cond=sample_cond).cpu()
-    if run.task == "toy":
-        out["kl"] = empirical_kl(x, categorical_target(run.letters, seed=run.seed))
+    if run.task == "toy-simplex":
+        probs = categorical_target(run.letters, seed=run.seed)
+        out["exact_nll"] = float(-probs.log()[x_0.cpu()].mean())
+        out["kl"] = empirical_kl(x, probs)
+    elif run.task == "markov":
+        chain = markov_target(run.letters, seed=run.seed)
+        out["exact_nll"] = float(chain.nll(x_0).mean())
+        out["kl"] = pair_kl(x, chain)
     else:
         out["hit_rate"] = hit_rate(x, labels, load_motifs(_task(run).motifs[: run.classes]))
     return out

@@ -1,13 +1,24 @@
-"""Toy categorical targets of the simplex comparison (spec section 6.2): independent positions, each drawn from one
-seeded Dirichlet(0.5) categorical over K letters, and the KL of sampled letter frequencies to it."""
+"""Toy targets of the simplex comparison (spec section 6.2): independent positions, each drawn from one seeded
+Dirichlet(0.5) categorical over K letters, and a first-order Markov chain (seeded Dirichlet(0.5) transition rows,
+started from its stationary law); the KL of sampled letter (or adjacent-pair) frequencies to the target and the
+chain's exact log-likelihood."""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 
 from flowlab.core.manifolds import Simplex
 
-__all__ = ["categorical_target", "empirical_kl", "sample_categorical"]
+__all__ = [
+    "MarkovTarget",
+    "categorical_target",
+    "empirical_kl",
+    "markov_target",
+    "pair_kl",
+    "sample_categorical",
+]
 
 
 def categorical_target(letters: int, *, seed: int, concentration: float = 0.5) -> torch.Tensor:
@@ -36,3 +47,46 @@ def empirical_kl(letters: torch.Tensor, probs: torch.Tensor) -> float:
     freq = counts / counts.sum(-1, keepdim=True)
     terms = torch.where(freq > 0, freq * (freq.clamp_min(1e-300).log() - probs.double().log()), 0.0)
     return float(terms.sum(-1).mean())
+
+
+class MarkovTarget(NamedTuple):
+    """A first-order chain: `initial` (K,) float64 (the stationary law), `transition` (K, K) float64 rows."""
+
+    initial: torch.Tensor
+    transition: torch.Tensor
+
+    def sample(self, n: int, length: int, *, generator: torch.Generator) -> torch.Tensor:
+        """(n, length) int64 sequences on the generator's device (one batched draw per position)."""
+        initial, transition = self.initial.to(generator.device), self.transition.to(generator.device)
+        x = [torch.multinomial(initial.float().expand(n, -1), 1, generator=generator)[:, 0]]
+        for _ in range(length - 1):
+            x.append(torch.multinomial(transition[x[-1]].float(), 1, generator=generator)[:, 0])
+        return torch.stack(x, 1)
+
+    def nll(self, x: torch.Tensor) -> torch.Tensor:
+        """Exact negative log-likelihood per position of x (n, L) int64: (n,) float64."""
+        x = x.cpu()
+        log_p = self.initial.log()[x[:, 0]] + self.transition.log()[x[:, :-1], x[:, 1:]].sum(-1)
+        return -log_p / x.shape[1]
+
+
+def markov_target(letters: int, *, seed: int, concentration: float = 0.5) -> MarkovTarget:
+    """Transition rows drawn from Dirichlet(`concentration`) with the seed, started from the stationary law."""
+    if not (isinstance(letters, int) and letters >= 2):
+        raise ValueError(f"letters: expected an int >= 2, got {letters!r}")
+    g = torch.Generator().manual_seed(seed)
+    rows = Simplex(letters).random_dirichlet(letters, concentration, generator=g, dtype=torch.float64)
+    rows = rows.clamp_min(1e-12) / rows.clamp_min(1e-12).sum(-1, keepdim=True)
+    values, vectors = torch.linalg.eig(rows.T)
+    stationary = vectors[:, values.real.argmax()].real
+    return MarkovTarget(stationary / stationary.sum(), rows)
+
+
+def pair_kl(letters: torch.Tensor, target: MarkovTarget) -> float:
+    """KL(empirical || target) of the adjacent-pair frequencies (x_i, x_(i+1)), averaged over the L - 1 pairs:
+    letters (n, L) int64 (the chain is stationary, so every pair has the law diag(initial) transition)."""
+    if letters.dim() != 2 or letters.dtype != torch.long or letters.shape[1] < 2:
+        raise ValueError(f"letters: expected (n, L >= 2) int64, got {tuple(letters.shape)} {letters.dtype}")
+    k = target.initial.numel()
+    pairs = (letters[:, :-1] * k + letters[:, 1:]).cpu()
+    return empirical_kl(pairs, (target.initial[:, None] * target.transition).reshape(-1))

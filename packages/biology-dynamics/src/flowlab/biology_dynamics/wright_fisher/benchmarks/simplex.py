@@ -84,7 +84,7 @@ def _run(ctx: BenchContext) -> BenchResult:
         exact = float(-probs.log()[held_out.cpu()].mean())
         rows.setdefault("exact target (held-out NLL)", {})[f"nats_K{letters}"] = exact
         for name, kind in METHODS.items():
-            run = DNARun(task="toy", domain=kind, letters=letters, length=cfg.length, steps=cfg.steps,
+            run = DNARun(task="toy-simplex", domain=kind, letters=letters, length=cfg.length, steps=cfg.steps,
                          batch=cfg.batch, lr=cfg.lr, width=cfg.width, seed=ctx.seed)  # fmt: skip
             data = lambda step, gen, run=run: training_batch(run, cfg.batch, gen, ctx.device)  # noqa: E731
             net = network(run)
