@@ -22,7 +22,7 @@ from flowlab.biology_dynamics.wfr_fm.neural_ode_growth import GrowthNeuralODE
 
 
 def test_scenarios_are_registered_with_typed_variants():
-    by_name = {s.name: s for s in SCENARIOS}
+    by_name = {s.name: s for s in SCENARIOS if s.method == "wfr_fm"}
     assert set(by_name) == {"bio.wfr_fm.gene", "bio.wfr_fm.emt", "bio.wfr_fm.dygen"}
     kinds = {"bio.wfr_fm.gene": GeneBench, "bio.wfr_fm.emt": EMTBench, "bio.wfr_fm.dygen": WFRBench}
     for name, s in by_name.items():
