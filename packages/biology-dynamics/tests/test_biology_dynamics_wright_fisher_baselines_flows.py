@@ -95,3 +95,10 @@ def test_simplex_flows_reject_bad_settings():
         LinearSimplexFM(4, t_hi=1.0)
     with pytest.raises(ValueError, match="steps"):
         LinearSimplexFM(4).sample(SequenceMLP(2, 4), 4, 2, steps=0, generator=torch.Generator())
+    g = torch.Generator().manual_seed(0)
+    with pytest.raises(ValueError, match="x_0: expected letters in"):
+        DirichletFM(4).loss_fn(SequenceMLP(2, 4), torch.tensor([[0, 4]]), g)
+    with pytest.raises(ValueError, match="x_0: expected"):
+        DirichletFM(4).loss_fn(SequenceMLP(2, 4), torch.zeros(2, 2), g)
+    with pytest.raises(ValueError, match="model: expected logits of shape"):
+        LinearSimplexFM(4).loss_fn(SequenceMLP(2, 5, channels=4), torch.zeros(2, 2, dtype=torch.long), g)

@@ -36,6 +36,14 @@ def test_toy_run_trains_resumes_samples_and_scores(tmp_path):
     assert len(records) == 5 and all(len(seq) == 2 and set(seq) <= set("ACGT") for _, seq in records)
     out = _ok("evaluate", run, "--n", "50", "--steps", "3")
     assert out.startswith("nats ") and " kl " in out
+    again = str(tmp_path / "again")  # the same settings and seed in another folder: the same model
+    _ok("train", "--out", again, *TOY, "--steps", "9")
+    _ok("sample", again, "--n", "5", "--steps", "3", "--out", str(tmp_path / "again.fasta"))
+    assert read_fasta(tmp_path / "again.fasta") == records
+    assert "expected --steps >= 9" in _fails("train", "--out", run, *TOY, "--steps", "4")
+    assert "n, steps: expected ints >= 1" in _fails("evaluate", run, "--n", "0")
+    assert "only the motifs task is class-conditional" in _fails("sample", run, "--n", "2", "--class", "0")
+    assert "device" in _fails("train", "--out", str(tmp_path / "d"), *TOY, "--device", "gpu")
 
 
 def test_motif_run_samples_the_chosen_class(tmp_path):
@@ -83,3 +91,7 @@ def test_unified_run_samples_in_any_domain_and_bad_input_is_named(tmp_path):
     assert "domain" in _fails("train", "--out", str(tmp_path / "x"), "--domain", "nope")
     assert "not a run folder" in _fails("sample", str(tmp_path))
     assert "letters: the motifs task is DNA" in _fails("train", "--out", str(tmp_path / "z"), "--letters", "5")
+    assert "lr: expected a finite learning rate" in _fails("train", "--out", str(tmp_path / "z"), "--lr", "-1")
+    locked = str(tmp_path / "locked")  # a refused first run leaves nothing behind that refuses the corrected one
+    assert "classes" in _fails("train", "--out", locked, "--classes", "9", "--length", "40", "--steps", "1")
+    _ok("train", "--out", locked, "--classes", "2", "--length", "40", "--width", "16", "--batch", "4", "--steps", "1")

@@ -61,3 +61,7 @@ def test_markov_nll_on_a_hand_case():
     assert abs(float(chain.nll(torch.tensor([[0, 1, 1]]))[0]) - want) < 1e-12
     with pytest.raises(ValueError, match="L >= 2"):
         pair_kl(torch.zeros(3, 1, dtype=torch.long), chain)
+    with pytest.raises(ValueError, match="values in"):
+        pair_kl(torch.tensor([[0, 5]]), chain)
+    with pytest.raises(ValueError, match="length"):
+        chain.sample(3, 0, generator=torch.Generator())

@@ -12,6 +12,7 @@ baselines "dirichlet-fm", "linear-fm" and "ddsm-lite".
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -32,10 +33,12 @@ from flowlab.biology_dynamics.wright_fisher.toy import (
 )
 from flowlab.biology_dynamics.wright_fisher.unified import DOMAINS, UnifiedLoss, domain
 from flowlab.core.config import Config
-from flowlab.core.train import fit, load_checkpoint
+from flowlab.core.nets import seeded_init
+from flowlab.core.train import fit, latest_checkpoint, load_checkpoint
 
 __all__ = [
     "DNARun",
+    "check_device",
     "evaluate_run",
     "load_run",
     "method_of",
@@ -75,8 +78,11 @@ class DNARun(Config):
         if self.task == "motifs" and self.letters != 4:
             raise ValueError(f"letters: the motifs task is DNA (4 letters), got {self.letters}")
         for name in ("letters", "length", "steps", "batch", "width", "stacks", "classes"):
-            if getattr(self, name) < (2 if name == "letters" else 1):
-                raise ValueError(f"{name}: expected a positive size, got {getattr(self, name)}")
+            least = 2 if name == "letters" else 1
+            if getattr(self, name) < least:
+                raise ValueError(f"{name}: expected an int >= {least}, got {getattr(self, name)}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr: expected a finite learning rate > 0, got {self.lr}")
 
 
 def training_loss(run: DNARun) -> Any:
@@ -131,26 +137,51 @@ def training_batch(run: DNARun, n: int, generator: torch.Generator, device="cpu"
     return x.to(device), {"cond": labels.to(device)}
 
 
+def check_device(device: object) -> torch.device:
+    """`device` as a torch.device that is available here, else a ValueError naming it."""
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device: expected cpu, cuda or cuda:N, got {device!r}") from err
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device: {device!r} asked for, but no CUDA device is available")
+    if resolved.type not in ("cpu", "cuda"):
+        raise ValueError(f"device: expected cpu, cuda or cuda:N, got {device!r}")
+    return resolved
+
+
 def train_run(run: DNARun, out: str | Path, *, device="cpu", progress: bool = True, ckpt_every: int = 500) -> Path:
     """Train `run` into the folder `out` (checkpoints there; a rerun with the same settings, or more steps,
-    resumes) -> out."""
+    resumes) -> out. The settings are checked (the task draws one batch) before anything is written; the network
+    takes its initial weights from `run.seed`."""
+    device = check_device(device)
     out = Path(out)
-    settings = out / SETTINGS
-    if settings.is_file() and replace(DNARun.from_mapping(json.loads(settings.read_text())), steps=run.steps) != run:
-        raise ValueError(f"out: {out} holds a run with other settings ({settings}); only --steps may change")
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out: {out} is a file; expected a run folder")
+    training_batch(run, 1, torch.Generator(device).manual_seed(run.seed), device)  # e.g. motifs that do not fit
+    with seeded_init(run.seed):
+        net = network(run)
+    settings, last = out / SETTINGS, latest_checkpoint(out)
+    if last is not None:
+        if not settings.is_file():
+            raise ValueError(f"out: {out} holds checkpoints but no {SETTINGS}; choose another folder")
+        if replace(DNARun.from_mapping(json.loads(settings.read_text())), steps=run.steps) != run:
+            raise ValueError(f"out: {out} holds a run with other settings ({settings}); only --steps may change")
+        done = int(last.name.removeprefix("step-"))
+        if run.steps < done:
+            raise ValueError(f"steps: {out} is trained to step {done} already; expected --steps >= {done}")
     out.mkdir(parents=True, exist_ok=True)
     settings.write_text(json.dumps(run.to_dict(), indent=1))
-    net, generator = network(run), torch.Generator(device).manual_seed(run.seed)
     data = lambda step, gen: training_batch(run, run.batch, gen, device)  # noqa: E731
     fit(net, training_loss(run), data, steps=run.steps, optimizer=torch.optim.Adam(net.parameters(), run.lr),
-        device=device, generator=generator, ckpt_dir=out, ckpt_every=ckpt_every, progress=progress,
-        config=run.to_dict())  # fmt: skip
+        device=device, generator=torch.Generator(device).manual_seed(run.seed), ckpt_dir=out, ckpt_every=ckpt_every,
+        progress=progress, config=run.to_dict())  # fmt: skip
     return out
 
 
 def load_run(folder: str | Path, *, device="cpu") -> tuple[DNARun, torch.nn.Module]:
     """(the run's settings, its network with the latest checkpoint's weights) from a `train_run` folder."""
-    folder = Path(folder)
+    device, folder = check_device(device), Path(folder)
     settings = folder / SETTINGS
     if not settings.is_file():
         raise ValueError(f"folder: {folder} is not a run folder (no {SETTINGS}); train one with `flowlab dna train`")
@@ -170,6 +201,8 @@ def evaluate_run(
     """Score a trained run on fresh data drawn with `seed`: the negative ELBO in nats per position (likelihood
     domains) beside the data's exact NLL (toy tasks), then `n` samples with `steps` steps: their letter KL
     (toy-simplex), adjacent-pair KL (markov) or motif hit rate (motifs)."""
+    if not (isinstance(n, int) and n >= 1 and isinstance(steps, int) and steps >= 1):
+        raise ValueError(f"n, steps: expected ints >= 1, got {n!r}, {steps!r}")
     method = method_of(run, sample_domain)
     generator = torch.Generator(device).manual_seed(seed)
     held = training_batch(run, n, generator, device)
@@ -196,6 +229,10 @@ def evaluate_run(
 def sample_run(run: DNARun, net: torch.nn.Module, n: int, *, steps: int = 100, label: int | None = None,
                sample_domain: str | None = None, device="cpu", seed: int = 0) -> torch.Tensor:  # fmt: skip
     """n sampled sequences (n, L) int64 (motifs: of class `label`, default balanced over the classes)."""
+    if not (isinstance(n, int) and n >= 1 and isinstance(steps, int) and steps >= 1):
+        raise ValueError(f"n, steps: expected ints >= 1, got {n!r}, {steps!r}")
+    if label is not None and run.task != "motifs":
+        raise ValueError(f"label: only the motifs task is class-conditional, this run's task is {run.task!r}")
     method = method_of(run, sample_domain)
     cond = None
     if run.task == "motifs":

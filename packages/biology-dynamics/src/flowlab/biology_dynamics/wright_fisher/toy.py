@@ -57,6 +57,8 @@ class MarkovTarget(NamedTuple):
 
     def sample(self, n: int, length: int, *, generator: torch.Generator) -> torch.Tensor:
         """(n, length) int64 sequences on the generator's device (one batched draw per position)."""
+        if not (isinstance(n, int) and n >= 1 and isinstance(length, int) and length >= 1):
+            raise ValueError(f"n, length: expected ints >= 1, got {n!r}, {length!r}")
         initial, transition = self.initial.to(generator.device), self.transition.to(generator.device)
         x = [torch.multinomial(initial.float().expand(n, -1), 1, generator=generator)[:, 0]]
         for _ in range(length - 1):
@@ -88,5 +90,7 @@ def pair_kl(letters: torch.Tensor, target: MarkovTarget) -> float:
     if letters.dim() != 2 or letters.dtype != torch.long or letters.shape[1] < 2:
         raise ValueError(f"letters: expected (n, L >= 2) int64, got {tuple(letters.shape)} {letters.dtype}")
     k = target.initial.numel()
+    if bool(((letters < 0) | (letters >= k)).any()):
+        raise ValueError(f"letters: expected values in [0, {k})")
     pairs = (letters[:, :-1] * k + letters[:, 1:]).cpu()
     return empirical_kl(pairs, (target.initial[:, None] * target.transition).reshape(-1))

@@ -42,11 +42,23 @@ class SimplexFlow:
         raise NotImplementedError
 
     def _logits(self, model: Any, x: torch.Tensor, t: torch.Tensor, cond) -> torch.Tensor:
-        return model(x=x.float(), t=t.float(), **(cond or {}))
+        out = model(x=x.float(), t=t.float(), **(cond or {}))
+        if not isinstance(out, torch.Tensor) or out.shape != x.shape:
+            got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ValueError(f"model: expected logits of shape {tuple(x.shape)}, got {got}")
+        return out
+
+    def _check_letters(self, x_0: object) -> torch.Tensor:
+        if not isinstance(x_0, torch.Tensor) or x_0.dtype != torch.long or x_0.dim() != 2:
+            raise ValueError("x_0: expected (B, L) int64 letters")
+        if bool(((x_0 < 0) | (x_0 >= self.letters)).any()):
+            raise ValueError(f"x_0: expected letters in [0, {self.letters})")
+        return x_0
 
     def loss_fn(self, model: Any, batch: Any, generator: torch.Generator) -> tuple[torch.Tensor, dict]:
         """For `core.train.fit`: batch x_0 (B, L) int64 or (x_0, cond) -> the cross-entropy of the classifier."""
         x_0, cond = batch if isinstance(batch, tuple) else (batch, None)
+        x_0 = self._check_letters(x_0)
         t = torch.rand(x_0.shape[0], generator=generator, device=x_0.device, dtype=torch.float64) * self.t_hi
         x_t = self.noisy(x_0, t, generator=generator)
         finite = torch.isfinite(x_t).all(-1).all(-1)  # (B,)
