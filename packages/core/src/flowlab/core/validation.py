@@ -65,6 +65,19 @@ def check_choice(value: str, choices: Iterable[str], name: str) -> str:
     return value
 
 
+def check_device(device: object, name: str = "device") -> torch.device:
+    """`device` as a torch.device of a kind that is present here (cpu, or cuda when CUDA is available)."""
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"{name}: expected cpu, cuda or cuda:N, got {device!r}") from err
+    if resolved.type not in ("cpu", "cuda"):
+        raise ValueError(f"{name}: expected cpu, cuda or cuda:N, got {device!r}")
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"{name}: {device!r} asked for, but no CUDA device is available")
+    return resolved
+
+
 def expand_like(t: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """Reshape `t: (B,)` to `(B, 1, ..., 1)` so it broadcasts against `x: (B, ...)`."""
     return t.reshape(t.shape[0], *([1] * (x.dim() - 1)))

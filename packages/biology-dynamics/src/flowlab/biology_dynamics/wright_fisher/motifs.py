@@ -8,6 +8,7 @@ window's score is the sum over its columns. Scans score both strands: the forwar
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 from collections.abc import Sequence
@@ -75,6 +76,12 @@ def load_motifs(names_or_ids: Sequence[str], *, release: str = DEFAULT_RELEASE) 
         raise ValueError(f"release: expected one of {sorted(pyjaspar.jaspar_releases)}, got {release!r}")
     if isinstance(names_or_ids, str):
         raise ValueError(f"names_or_ids: expected a sequence of names or ids, got the string {names_or_ids!r}")
+    return list(_fetch(tuple(names_or_ids), release))
+
+
+@functools.lru_cache(maxsize=32)
+def _fetch(names_or_ids: tuple[str, ...], release: str) -> tuple[Motif, ...]:
+    """The motifs read from the bundled database, once per (keys, release): training draws a batch per step."""
     db = pyjaspar.jaspardb(release=release)
     motifs = []
     with warnings.catch_warnings(), closing(db.conn):
@@ -91,7 +98,7 @@ def load_motifs(names_or_ids: Sequence[str], *, release: str = DEFAULT_RELEASE) 
             (found,) = matches
             counts = torch.tensor([found.counts[letter] for letter in ALPHABET], dtype=torch.float64).T
             motifs.append(Motif(found.matrix_id, found.name, counts.contiguous()))
-    return motifs
+    return tuple(motifs)
 
 
 def pwm(motif: Motif, *, pseudocount: float = 0.5, background: float = 0.25) -> torch.Tensor:

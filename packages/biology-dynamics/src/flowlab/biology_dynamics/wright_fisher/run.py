@@ -11,6 +11,7 @@ baselines "dirichlet-fm", "linear-fm" and "ddsm-lite".
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, replace
@@ -35,10 +36,10 @@ from flowlab.biology_dynamics.wright_fisher.unified import DOMAINS, UnifiedLoss,
 from flowlab.core.config import Config
 from flowlab.core.nets import seeded_init
 from flowlab.core.train import fit, latest_checkpoint, load_checkpoint
+from flowlab.core.validation import check_device
 
 __all__ = [
     "DNARun",
-    "check_device",
     "evaluate_run",
     "load_run",
     "method_of",
@@ -126,28 +127,21 @@ def _task(run: DNARun) -> MotifTask:
     return MotifTask(length=run.length, classes=run.classes, seed=run.seed)
 
 
+@functools.lru_cache(maxsize=16)
+def _toy_target(task: str, letters: int, seed: int) -> Any:
+    """The toy task's target, built once per setting (not on every batch)."""
+    return categorical_target(letters, seed=seed) if task == "toy-simplex" else markov_target(letters, seed=seed)
+
+
 def training_batch(run: DNARun, n: int, generator: torch.Generator, device="cpu") -> Any:
     """n fresh training sequences on `device`: (n, L) int64 (toy tasks) or (x_0, {"cond": labels (n,)}) (motifs)."""
     if run.task == "toy-simplex":
-        probs = categorical_target(run.letters, seed=run.seed)
+        probs = _toy_target(run.task, run.letters, run.seed)
         return sample_categorical(probs, n, run.length, generator=generator).to(device)
     if run.task == "markov":
-        return markov_target(run.letters, seed=run.seed).sample(n, run.length, generator=generator).to(device)
+        return _toy_target(run.task, run.letters, run.seed).sample(n, run.length, generator=generator).to(device)
     x, labels = motif_batch(_task(run), n, generator=generator)
     return x.to(device), {"cond": labels.to(device)}
-
-
-def check_device(device: object) -> torch.device:
-    """`device` as a torch.device that is available here, else a ValueError naming it."""
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise ValueError(f"device: expected cpu, cuda or cuda:N, got {device!r}") from err
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device: {device!r} asked for, but no CUDA device is available")
-    if resolved.type not in ("cpu", "cuda"):
-        raise ValueError(f"device: expected cpu, cuda or cuda:N, got {device!r}")
-    return resolved
 
 
 def train_run(run: DNARun, out: str | Path, *, device="cpu", progress: bool = True, ckpt_every: int = 500) -> Path:
@@ -214,11 +208,11 @@ def evaluate_run(
     sample_cond = {"cond": labels.to(device)} if run.task == "motifs" else None
     x = method.sample(net, n, run.length, steps=steps, generator=generator, device=device, cond=sample_cond).cpu()
     if run.task == "toy-simplex":
-        probs = categorical_target(run.letters, seed=run.seed)
+        probs = _toy_target(run.task, run.letters, run.seed)
         out["exact_nll"] = float(-probs.log()[x_0.cpu()].mean())
         out["kl"] = empirical_kl(x, probs)
     elif run.task == "markov":
-        chain = markov_target(run.letters, seed=run.seed)
+        chain = _toy_target(run.task, run.letters, run.seed)
         out["exact_nll"] = float(chain.nll(x_0).mean())
         out["kl"] = pair_kl(x, chain)
     else:

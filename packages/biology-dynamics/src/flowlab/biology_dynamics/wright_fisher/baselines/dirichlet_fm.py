@@ -10,8 +10,7 @@ leaves bounded integrands:
     x <= mean:  C = -x / (1 - x) int_0^1 (log(x v) - E) v^a ((1 - x v) / (1 - x))^(K - 2) dv   (v = w^2)
     x >  mean:  C = int_0^1 (log s - E) (s / x)^a (1 - v)^(K - 2) dv,   s = x + (1 - x) v
 
-computed by Gauss-Legendre quadrature in float64 (the official code tabulates finite differences of scipy's
-betainc; this is exact to quadrature error and runs on any device).
+computed by Gauss-Legendre quadrature in float64, exact to quadrature error on any device.
 """
 
 from __future__ import annotations
