@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from flowlab.rl_control.data import OfflineDataset
 from flowlab.rl_control.value_flows.agents import AgentConfig, agent_spaces, make_agent, train_agent
-from flowlab.rl_control.value_flows.data import OfflineDataset
 
 _SPACES = {"obs_dim": 3, "act_dim": 1, "reward_range": (-1.0, 0.0)}
 

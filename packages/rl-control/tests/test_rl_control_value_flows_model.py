@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from flowlab.rl_control.value_flows.model import FlowBCPolicy, OneStepPolicy, ReturnFlowCritic, rejection_sample
+from flowlab.rl_control.policies import FlowBCPolicy, OneStepPolicy, rejection_sample
+from flowlab.rl_control.value_flows.model import ReturnFlowCritic
 
 
 @pytest.mark.parametrize("mode", ["jvp", "vjp"])

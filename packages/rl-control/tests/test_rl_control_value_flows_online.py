@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from flowlab.rl_control.data import OfflineDataset
+from flowlab.rl_control.envs.control import collect
 from flowlab.rl_control.value_flows.agents import AgentConfig, make_agent
-from flowlab.rl_control.value_flows.data import OfflineDataset
-from flowlab.rl_control.value_flows.envs import collect
 from flowlab.rl_control.value_flows.online import OnlineReplay
 
 

@@ -2,10 +2,8 @@
 spread and confidence weights) with a BC flow actor or FQL's one-step policy, offline and offline-to-online training,
 its baselines (C51, IQN, scalar TD) and the chain MDP."""
 
-from flowlab.rl_control.value_flows.agents import METHODS, AgentConfig, agent_spaces, make_agent, train_agent
-from flowlab.rl_control.value_flows.chain import ChainMDP, ChainStep
-from flowlab.rl_control.value_flows.data import OfflineDataset, load_dataset
-from flowlab.rl_control.value_flows.envs import (
+from flowlab.rl_control.data import OfflineDataset, load_dataset
+from flowlab.rl_control.envs.control import (
     QUALITIES,
     NoiseSpec,
     collect,
@@ -15,17 +13,11 @@ from flowlab.rl_control.value_flows.envs import (
     noisy_step,
     normalised_return,
 )
+from flowlab.rl_control.policies import FlowBCPolicy, OneStepPolicy, rejection_sample
+from flowlab.rl_control.value_flows.agents import METHODS, AgentConfig, agent_spaces, make_agent, train_agent
+from flowlab.rl_control.value_flows.chain import ChainMDP, ChainStep
 from flowlab.rl_control.value_flows.evaluate import DistributionScores, distribution_scores
-from flowlab.rl_control.value_flows.model import (
-    C51Critic,
-    FlowBCPolicy,
-    IQNCritic,
-    OneStepPolicy,
-    ReturnFlow,
-    ReturnFlowCritic,
-    ScalarCritic,
-    rejection_sample,
-)
+from flowlab.rl_control.value_flows.model import C51Critic, IQNCritic, ReturnFlow, ReturnFlowCritic, ScalarCritic
 from flowlab.rl_control.value_flows.objective import (
     bcfm_loss,
     c51_target,

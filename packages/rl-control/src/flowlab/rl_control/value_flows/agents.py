@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -19,17 +18,10 @@ from flowlab.core.distributions import rand, randn
 from flowlab.core.nets import seeded_init
 from flowlab.core.train import fit
 from flowlab.core.train.loop import FitResult
-from flowlab.rl_control.value_flows.data import OfflineDataset
-from flowlab.rl_control.value_flows.model import (
-    C51Critic,
-    FlowBCPolicy,
-    IQNCritic,
-    OneStepPolicy,
-    ReturnFlowCritic,
-    ScalarCritic,
-    aggregate,
-    rejection_sample,
-)
+from flowlab.rl_control.data import OfflineDataset
+from flowlab.rl_control.networks import aggregate, frozen
+from flowlab.rl_control.policies import FlowBCPolicy, OneStepPolicy, rejection_sample
+from flowlab.rl_control.value_flows.model import C51Critic, IQNCritic, ReturnFlowCritic, ScalarCritic
 from flowlab.rl_control.value_flows.objective import (
     bcfm_loss,
     c51_target,
@@ -116,18 +108,6 @@ class AgentConfig(Config):
         return r_min / (1 - self.gamma), max(r_max / (1 - self.gamma), r_min / (1 - self.gamma) + 1e-3)
 
 
-@contextmanager
-def _frozen(module: nn.Module) -> Iterator[None]:
-    """Parameters of `module` take no gradient inside the block (the graph still reaches its inputs)."""
-    flags = [p.requires_grad for p in module.parameters()]
-    module.requires_grad_(False)
-    try:
-        yield
-    finally:
-        for p, flag in zip(module.parameters(), flags, strict=True):
-            p.requires_grad_(flag)
-
-
 class _Agent(nn.Module):
     """Shared pieces: the BC flow actor, the optional one-step policy, next actions, acting. `obs_dim`, `act_dim`
     and `reward_range` (r_min, r_max of the normalised training rewards) describe the data; `return_range` is the
@@ -179,7 +159,7 @@ class _Agent(nn.Module):
         loss = self.actor.loss(batch["obs"], batch["actions"], generator=generator)
         if self.onestep is not None:
             c = self.config
-            with _frozen(self.critic):
+            with frozen(self.critic):
                 loss = loss + self.onestep.loss(
                     batch["obs"],
                     lambda o, a: self.q(o, a, generator=generator),
@@ -401,6 +381,8 @@ def train_agent(
     """Training with `flowlab.core.train.fit` (Adam, lr from the config, held "constant" or annealed to 0 over
     `steps` by a "cosine" schedule), the target networks updated by Polyak averaging after each step. `dataset`: an
     offline dataset, or an `OnlineReplay` for offline-to-online fine-tuning (one environment step per batch)."""
+    if isinstance(dataset, OfflineDataset):
+        dataset.check_agents(None)
     if dataset.obs_dim != agent.obs_dim or dataset.act_dim != agent.act_dim:
         raise ValueError(
             f"dataset: dims (obs {dataset.obs_dim}, act {dataset.act_dim}) do not match the agent's "

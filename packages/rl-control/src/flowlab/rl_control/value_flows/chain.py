@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from flowlab.rl_control.value_flows.data import OfflineDataset
+from flowlab.rl_control.data import OfflineDataset
 
 __all__ = ["ChainMDP", "ChainStep"]
 

@@ -9,10 +9,10 @@ import torch
 import typer
 
 from flowlab.core.metrics import spearman
+from flowlab.rl_control.data import load_dataset
+from flowlab.rl_control.envs.control import QUALITIES, collect, evaluate_policy, scripted_controller
 from flowlab.rl_control.value_flows.agents import METHODS, AgentConfig, agent_spaces, make_agent, train_agent
 from flowlab.rl_control.value_flows.chain import ChainMDP
-from flowlab.rl_control.value_flows.data import load_dataset
-from flowlab.rl_control.value_flows.envs import QUALITIES, collect, evaluate_policy, scripted_controller
 from flowlab.rl_control.value_flows.evaluate import distribution_scores
 from flowlab.rl_control.value_flows.online import OnlineReplay
 

@@ -1,11 +1,10 @@
-"""Networks: the return-flow critic of Value Flows, the behaviour-cloning flow actor with rejection sampling, and the
-C51, IQN and scalar critics of the baselines. Every critic keeps a Polyak-averaged target copy (`update_target`)."""
+"""Critics: the return-flow critic of Value Flows and the C51, IQN and scalar critics of the baselines. Every critic
+keeps a Polyak-averaged target copy (`update_target`); the actors are the package's shared `policies`."""
 
 from __future__ import annotations
 
-import copy
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -13,50 +12,11 @@ from torch import nn
 
 from flowlab.core import grids
 from flowlab.core.distributions import rand, randn
-from flowlab.core.losses import flow_matching_loss
 from flowlab.core.nets import MLP, TimeMLP
-from flowlab.core.paths import AffinePath
-from flowlab.core.schedules import CondOT
 from flowlab.core.solvers import JVPState, clipped_euler, clipped_jvp_euler, solve_ode
+from flowlab.rl_control.networks import TargetNetwork, aggregate
 
-__all__ = [
-    "C51Critic",
-    "FlowBCPolicy",
-    "IQNCritic",
-    "OneStepPolicy",
-    "ReturnFlow",
-    "ReturnFlowCritic",
-    "ScalarCritic",
-    "TargetNetwork",
-    "aggregate",
-    "rejection_sample",
-]
-
-
-def aggregate(values: torch.Tensor, how: str) -> torch.Tensor:
-    """Aggregate over the leading critic axis: values (K, ...) -> (...) by "mean" or "min"."""
-    if how == "mean":
-        return values.mean(0)
-    if how == "min":
-        return values.min(0).values
-    raise ValueError(f"how: expected 'mean' or 'min', got {how!r}")
-
-
-class TargetNetwork(nn.Module):
-    """A module with a frozen Polyak-averaged copy of `self.online` in `self.target`."""
-
-    def __init__(self, online: nn.Module) -> None:
-        super().__init__()
-        self.online = online
-        self.target = copy.deepcopy(online).requires_grad_(False)
-
-    @torch.no_grad()
-    def update_target(self, tau: float) -> None:
-        """target <- (1 - tau) target + tau online."""
-        torch._foreach_lerp_(list(self.target.parameters()), list(self.online.parameters()), tau)
-
-    def pick(self, target: bool) -> nn.Module:
-        return self.target if target else self.online
+__all__ = ["C51Critic", "IQNCritic", "ReturnFlow", "ReturnFlowCritic", "ScalarCritic"]
 
 
 @dataclass(frozen=True)
@@ -193,103 +153,6 @@ class ReturnFlowCritic(TargetNetwork):
         eps = randn((b * n,), generator=generator, device=obs.device, dtype=obs.dtype)
         z = self.returns(eps, obs.repeat_interleave(n, 0), act.repeat_interleave(n, 0)).z
         return aggregate(z, agg).reshape(b, n)
-
-
-class FlowBCPolicy(nn.Module):
-    """Behaviour-cloning flow policy: conditional flow matching on the linear path, Euler sampling with the state
-    clipped after each step to the `path_envelope` of [-1, 1] with |eps| <= noise_bound (None: to [-1, 1] itself),
-    so actions end in [-1, 1]. `sample` makes exactly `num_flow_steps` network calls for any batch."""
-
-    def __init__(
-        self,
-        obs_dim: int,
-        act_dim: int,
-        hidden: Sequence[int] = (128, 128),
-        *,
-        num_flow_steps: int = 10,
-        noise_bound: float | None = 5.0,
-    ):
-        super().__init__()
-        self.act_dim = act_dim
-        self.num_flow_steps = num_flow_steps
-        self.noise_bound = noise_bound
-        self.net = TimeMLP(act_dim, cond_dim=obs_dim, hidden=hidden, layer_norm=True, time_embed_dim=32)
-        self.path = AffinePath(CondOT())
-
-    def loss(self, obs: torch.Tensor, actions: torch.Tensor, *, generator: torch.Generator) -> torch.Tensor:
-        x0 = randn(actions.shape, generator=generator, device=actions.device, dtype=actions.dtype)
-        t = rand((actions.shape[0],), generator=generator, device=actions.device, dtype=actions.dtype)
-        ps = self.path.sample(x0, actions, t)
-        return flow_matching_loss(self.net(x=ps.x_t, t=ps.t, cond=obs), ps)
-
-    def sample(
-        self, obs: torch.Tensor, *, generator: torch.Generator | None = None, noise: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """obs: (B, O) -> actions (B, A) in [-1, 1], flowed from `noise` (B, A) or from fresh N(0, I) noise."""
-        if noise is None:
-            noise = randn((obs.shape[0], self.act_dim), generator=generator, device=obs.device, dtype=obs.dtype)
-        grid = grids.uniform(self.num_flow_steps, device=obs.device, dtype=obs.dtype)
-        return solve_ode(self.net, noise, grid, method=clipped_euler(-1.0, 1.0, noise_bound=self.noise_bound), cond=obs)
-
-
-class OneStepPolicy(nn.Module):
-    """FQL's one-step policy a = clip(mu(s, eps), -1, 1) with eps ~ N(0, I): one network call per action, trained
-    (`loss`) to raise Q while staying close to the BC flow's action from the same eps."""
-
-    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int] = (128, 128)) -> None:
-        super().__init__()
-        self.act_dim = act_dim
-        self.net = MLP(obs_dim + act_dim, act_dim, hidden, layer_norm=True)
-
-    def forward(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-        """The unclipped map mu(s, eps). obs: (B, O), noise: (B, A) -> (B, A)."""
-        return self.net(torch.cat([obs, noise], -1))
-
-    def sample(self, obs: torch.Tensor, *, generator: torch.Generator | None) -> torch.Tensor:
-        """obs: (B, O) -> actions (B, A) in [-1, 1]."""
-        return self(
-            obs, randn((obs.shape[0], self.act_dim), generator=generator, device=obs.device, dtype=obs.dtype)
-        ).clamp(-1.0, 1.0)
-
-    def loss(
-        self,
-        obs: torch.Tensor,
-        q_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-        bc_policy: FlowBCPolicy,
-        *,
-        alpha: float,
-        normalize_q: bool,
-        generator: torch.Generator | None,
-    ) -> torch.Tensor:
-        """-Q(s, clip(mu)) (divided by the batch's mean |Q| with `normalize_q`) plus
-        alpha ||mu(s, eps) - phi_BC(s, eps)||^2 on the unclipped mu (so a saturated output still gets a gradient),
-        averaged over the batch. q_fn(obs, actions) -> (B,) must not update the critic (the caller freezes it)."""
-        noise = randn((obs.shape[0], self.act_dim), generator=generator, device=obs.device, dtype=obs.dtype)
-        with torch.no_grad():
-            target = bc_policy.sample(obs, noise=noise)
-        mu = self(obs, noise)
-        q = q_fn(obs, mu.clamp(-1.0, 1.0))
-        q_loss = -q.mean()
-        if normalize_q:
-            q_loss = q_loss / q.detach().abs().mean().clamp_min(1e-6)
-        return q_loss + alpha * (mu - target).square().sum(-1).mean()
-
-
-def rejection_sample(
-    policy: FlowBCPolicy,
-    q_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-    obs: torch.Tensor,
-    *,
-    num_samples: int,
-    generator: torch.Generator,
-) -> torch.Tensor:
-    """argmax_Q over `num_samples` BC-flow candidates per observation, all in one (N * num_samples) batch.
-    obs: (N, O), q_fn(obs, actions) -> (N * num_samples,) -> actions (N, A)."""
-    n = obs.shape[0]
-    rep = obs.repeat_interleave(num_samples, 0)
-    cand = policy.sample(rep, generator=generator)
-    best = q_fn(rep, cand).reshape(n, num_samples).argmax(1)
-    return cand.reshape(n, num_samples, -1)[torch.arange(n, device=obs.device), best]
 
 
 class ScalarCritic(TargetNetwork):

@@ -10,8 +10,8 @@ import numpy as np
 import torch
 
 from flowlab.core.distributions import randint
-from flowlab.rl_control.value_flows.data import OfflineDataset
-from flowlab.rl_control.value_flows.envs import NoiseSpec, make_vector_env, noisy_step
+from flowlab.rl_control.data import OfflineDataset
+from flowlab.rl_control.envs.control import NoiseSpec, make_vector_env, noisy_step
 
 __all__ = ["OnlineReplay"]
 

@@ -13,9 +13,9 @@ import torch
 
 from flowlab.core.bench import BenchContext
 from flowlab.core.config import Config
+from flowlab.rl_control.data import OfflineDataset
+from flowlab.rl_control.envs.control import evaluate_policy, make_vector_env, normalised_return, scripted_controller
 from flowlab.rl_control.value_flows.agents import AgentConfig, make_agent, train_agent
-from flowlab.rl_control.value_flows.data import OfflineDataset
-from flowlab.rl_control.value_flows.envs import evaluate_policy, make_vector_env, normalised_return, scripted_controller
 
 __all__ = [
     "GYM_AGENT",

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from flowlab.core.bench import BenchContext, BenchResult, Claim, Scenario, parallel_map, torch_threads
+from flowlab.rl_control.envs.control import collect
 from flowlab.rl_control.value_flows.benchmarks.common import (
     GYM_AGENT,
     GYM_SIZES,
@@ -20,7 +21,6 @@ from flowlab.rl_control.value_flows.benchmarks.common import (
     score,
     train_offline,
 )
-from flowlab.rl_control.value_flows.envs import collect
 
 __all__ = ["CONTROL", "REACHER", "ControlBench"]
 

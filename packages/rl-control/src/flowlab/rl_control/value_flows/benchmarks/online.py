@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from flowlab.core.bench import BenchContext, BenchResult, Scenario, torch_threads
+from flowlab.rl_control.envs.control import collect
 from flowlab.rl_control.value_flows.agents import train_agent
 from flowlab.rl_control.value_flows.benchmarks.common import (
     GYM_AGENT,
@@ -21,7 +22,6 @@ from flowlab.rl_control.value_flows.benchmarks.common import (
     score,
     train_offline,
 )
-from flowlab.rl_control.value_flows.envs import collect
 from flowlab.rl_control.value_flows.online import OnlineReplay
 
 __all__ = ["ONLINE", "OnlineBench"]

@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from flowlab.rl_control.value_flows.data import OfflineDataset
+from flowlab.rl_control.data import OfflineDataset
 
 __all__ = [
     "CONTROLLERS",

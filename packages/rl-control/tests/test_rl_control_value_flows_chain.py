@@ -1,4 +1,4 @@
-"""Value Flows data: the npz dataset's checks, gymnasium environments and controllers, the chain MDP's truth."""
+"""Value Flows data: gymnasium environments and controllers, the chain MDP's truth."""
 
 from __future__ import annotations
 
@@ -8,37 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from flowlab.rl_control.envs.control import collect, evaluate_policy, make_vector_env, reacher_controller
 from flowlab.rl_control.value_flows.chain import ChainMDP
-from flowlab.rl_control.value_flows.data import OfflineDataset, load_dataset
-from flowlab.rl_control.value_flows.envs import collect, evaluate_policy, make_vector_env, reacher_controller
-
-
-def _dataset(**overrides):
-    n = 10
-    fields = dict(
-        observations=np.zeros((n, 3), np.float32),
-        actions=np.zeros((n, 1), np.float32),
-        rewards=np.zeros(n, np.float32),
-        next_observations=np.zeros((n, 3), np.float32),
-        terminations=np.zeros(n, bool),
-        truncations=np.zeros(n, bool),
-    )
-    fields.update(overrides)
-    return OfflineDataset(**fields)
-
-
-def test_dataset_validation_rejects_bad_data(tmp_path):
-    with pytest.raises(ValueError, match=r"rewards.*mismatched"):
-        _dataset(rewards=np.zeros(9, np.float32))
-    with pytest.raises(ValueError, match=r"rewards.*NaN"):
-        _dataset(rewards=np.array([0.0] * 9 + [np.nan], np.float32))
-    with pytest.raises(ValueError, match=r"actions.*outside the action bounds"):
-        _dataset(actions=np.full((10, 1), 1.5, np.float32))
-    ds = _dataset(rewards=np.arange(10, dtype=np.float32))
-    back = load_dataset(ds.save(tmp_path / "d.npz"))
-    np.testing.assert_array_equal(back.rewards, ds.rewards)
-    with pytest.raises(FileNotFoundError, match="flowlab rl collect"):
-        load_dataset(tmp_path / "missing.npz")
 
 
 def test_unknown_env_id_gives_a_one_line_error():

@@ -1,0 +1,1 @@
+"""Environments and their offline data: single-agent gymnasium control (`control`)."""
