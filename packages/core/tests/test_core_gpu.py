@@ -39,3 +39,27 @@ def test_sampler_and_likelihood_on_cuda_match_the_cpu_and_the_closed_form():
     torch.testing.assert_close(logp_gpu.cpu(), logp_cpu, atol=1e-10, rtol=0)
     # exact divergence on the exact field: 32 rk4 steps leave far less than 1e-3 nats (the core's closed-form tolerance)
     torch.testing.assert_close(logp_gpu, truth_gpu, atol=1e-3, rtol=0)
+
+
+@pytest.mark.gpu
+def test_ancestral_ddpm_sampling_on_cuda_takes_a_cpu_generator_and_matches_the_cpu():
+    """The "ddpm" sampler's fresh noise is drawn on the generator's device, so a CPU generator drives a CUDA run with
+    the CPU run's numbers (float64: the devices differ by round-off only)."""
+    from flowlab.core.schedules import DiscreteVP
+    from flowlab.core.solvers import sample_diffusion
+
+    schedule = DiscreteVP.linear(1000)
+
+    def run(device: torch.device) -> torch.Tensor:
+        x0 = randn((64, 2), generator=torch.Generator().manual_seed(0), dtype=F64).to(device)
+        return sample_diffusion(
+            lambda *, x, t: 0.5 * x,
+            x0,
+            grids.trailing(schedule, 20, device=device),
+            schedule=schedule,
+            prediction="epsilon",
+            method="ddpm",
+            generator=torch.Generator().manual_seed(1),
+        )
+
+    torch.testing.assert_close(run(torch.device("cuda")).cpu(), run(torch.device("cpu")), atol=1e-10, rtol=0)

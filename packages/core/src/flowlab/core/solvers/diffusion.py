@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 
+from flowlab.core.distributions import randn
 from flowlab.core.paths.affine import AffinePath
 from flowlab.core.schedules import Schedule
 from flowlab.core.solvers.trajectory import StepInfo, Trajectory, batched_times, check_callback
@@ -308,7 +309,8 @@ def sample_diffusion(
 
     model(x=x, t=t, **cond) -> (B, ...) output of kind `prediction`; x_init: (B, ...) at grid[0] (alpha > 0 there);
     grid: (n+1,) strictly increasing core times; method: "ddim", "dpmpp_2m", "dpmpp_3m" (deterministic) or "ddpm"
-    (ancestral, its fresh noise drawn with `generator` on x_init's device).
+    (ancestral, its fresh noise drawn with `generator` on the generator's device and moved to x_init's, so a CPU
+    generator serves a CUDA run with the same numbers).
     lower_order_final: the last step is first order and (3M) the one before at most second order, as diffusers does
     for short schedules; a step ending at t = 1 is always first order and returns the data prediction.
     Returns x: (B, ...) at grid[-1], or `Trajectory(times=grid, states=(n+1, B, ...))`; `callback` receives a
@@ -331,7 +333,7 @@ def sample_diffusion(
     for i in range(n):
         data = denoise(x, times[i])
         if method == "ddpm":
-            eps = torch.randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)
+            eps = randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)
             x = ddpm_step(x, data, s=grid[i], t=grid[i + 1], schedule=schedule, noise=eps)
         else:
             x = _step(method, x, data, history, grid[i], grid[i + 1], schedule, orders[i])
