@@ -42,3 +42,12 @@ def test_scenario_variants_are_instances_of_one_config_type():
     assert ok.variants["quick"].n == 1
     with pytest.raises(ValueError, match="one Config subclass"):
         Scenario("core.x.y", "core", "x", lambda ctx: BenchResult({}), {"quick": {"n": 1}, "full": Sizes()}, {})
+
+
+def test_name_seed_depends_on_the_seed_and_the_name_only():
+    from flowlab.core.bench import name_seed
+
+    assert name_seed(3, "td") == name_seed(3, "td") == 3000 + name_seed(0, "td")
+    assert name_seed(0, "value_flows") == 18  # crc32(b"value_flows") % 1000: the seeds behind the recorded rl rows
+    seeds = {name_seed(s, n) for s in range(3) for n in ("a", "b", "gaussian_bc", "mac_flow")}
+    assert len(seeds) == 12 and all(0 <= x < 3000 for x in seeds)

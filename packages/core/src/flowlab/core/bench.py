@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ __all__ = [
     "Scenario",
     "Timer",
     "figure",
+    "name_seed",
     "parallel_map",
     "require_file",
     "seeded_worker",
@@ -236,6 +238,12 @@ def parallel_map(fn: Callable[..., Any], *iterables: Iterable[Any], workers: int
             return [fn(*args) for args in jobs]
     with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
         return list(pool.map(fn, *zip(*jobs, strict=True)))
+
+
+def name_seed(seed: int, name: str) -> int:
+    """A seed for the part called `name` of a run seeded `seed` (e.g. one agent's initial weights): seed * 1000 plus
+    the name's CRC-32 mod 1000, so it is the same whichever other parts run before it, in this process or another."""
+    return seed * 1000 + zlib.crc32(name.encode()) % 1000
 
 
 def seeded_worker(ctx: BenchContext, index: int) -> BenchContext:

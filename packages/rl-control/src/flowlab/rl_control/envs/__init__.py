@@ -1,1 +1,2 @@
-"""Environments and their offline data: single-agent gymnasium control (`control`)."""
+"""Environments and their offline data: single-agent gymnasium control (`control`), the two-agent coordination games
+(`coordination`) and the multi-agent particle environment simple_spread (`spread`)."""

@@ -9,11 +9,11 @@ from typing import Literal
 
 import torch
 
-from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, parallel_map
+from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, name_seed, parallel_map
 from flowlab.core.config import Config
 from flowlab.core.metrics import spearman
 from flowlab.rl_control.value_flows.agents import AgentConfig, make_agent, train_agent
-from flowlab.rl_control.value_flows.benchmarks.common import PAPER, AgentRow, agent_rows, check_rows, init_seed
+from flowlab.rl_control.value_flows.benchmarks.common import PAPER, AgentRow, agent_rows, check_rows
 from flowlab.rl_control.value_flows.chain import ChainMDP
 from flowlab.rl_control.value_flows.evaluate import distribution_scores
 
@@ -64,7 +64,7 @@ def _chain_agent(ctx: BenchContext, row: AgentRow) -> tuple[dict, tuple]:
     true_std = truth.std(1).float()
     obs, a = mdp.observe(pos).to(ctx.device), act[:, None].to(ctx.device)
     agent = make_agent(
-        row.agent, obs_dim=mdp.obs_dim, act_dim=1, reward_range=mdp.reward_range, seed=init_seed(ctx.seed, row.name)
+        row.agent, obs_dim=mdp.obs_dim, act_dim=1, reward_range=mdp.reward_range, seed=name_seed(ctx.seed, row.name)
     )
     t0 = time.perf_counter()
     fitres = train_agent(

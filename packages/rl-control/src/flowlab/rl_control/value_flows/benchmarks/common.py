@@ -3,7 +3,6 @@ gymnasium pieces of the control and online scenarios (`GymBench`, reference retu
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -11,7 +10,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from flowlab.core.bench import BenchContext
+from flowlab.core.bench import BenchContext, name_seed
 from flowlab.core.config import Config
 from flowlab.rl_control.data import OfflineDataset
 from flowlab.rl_control.envs.control import evaluate_policy, make_vector_env, normalised_return, scripted_controller
@@ -25,7 +24,6 @@ __all__ = [
     "GymBench",
     "agent_rows",
     "check_rows",
-    "init_seed",
     "reference_returns",
     "score",
     "train_offline",
@@ -90,11 +88,6 @@ GYM_AGENT = {
 }
 
 
-def init_seed(seed: int, name: str) -> int:
-    """Network-initialisation seed of agent `name`: the same whichever agents run before it."""
-    return seed * 1000 + zlib.crc32(name.encode()) % 1000
-
-
 def reference_returns(env_id: str, n_episodes: int, seed: int) -> tuple[float, float]:
     """Mean returns of the uniform random policy and of the scripted controller (the 0 and 100 marks)."""
     probe = make_vector_env(env_id, 1)
@@ -136,7 +129,7 @@ def train_offline(ctx: BenchContext, data: OfflineDataset, seed: int, row: Agent
         obs_dim=data.obs_dim,
         act_dim=data.act_dim,
         reward_range=(float(r.min()), float(r.max())),
-        seed=init_seed(seed, row.name),
+        seed=name_seed(seed, row.name),
     )
     train_agent(
         agent,
