@@ -128,6 +128,35 @@ def test_killed_and_resumed_run_is_bit_exact(tmp_path):
     assert out.history[-1]["samples_seen"] == 80
 
 
+def test_model_state_a_callback_changes_is_in_that_steps_checkpoint(tmp_path):
+    """A callback that updates the model after each step (a Polyak target copy, as in RL) runs before the step's
+    checkpoint, so a run resumed from it equals the uninterrupted run bit for bit."""
+
+    class WithTarget(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Linear(3, 1).to(F64)
+            self.register_buffer("target", torch.zeros(4, dtype=F64))
+
+        def forward(self, x):
+            return self.net(x)
+
+    def polyak(info):
+        flat = torch.cat([p.detach().flatten() for p in info.model.net.parameters()])
+        info.model.target.lerp_(flat, 0.5)
+
+    def run(folder, steps, seed=0):
+        torch.manual_seed(seed)
+        model = WithTarget()
+        _run(model, [_regression()], steps=steps, ckpt_dir=folder, ckpt_every=2, callbacks=[polyak])
+        return model
+
+    straight = run(tmp_path / "a", 5)
+    run(tmp_path / "b", 2)  # stopped after the step-2 checkpoint
+    resumed = run(tmp_path / "b", 5, seed=1)
+    assert torch.equal(resumed.target, straight.target) and torch.equal(resumed.net.weight, straight.net.weight)
+
+
 def test_resume_of_a_finished_run_trains_no_further(tmp_path):
     x, y = _regression()
     calls = []

@@ -322,10 +322,11 @@ def fit(
                 bar.set_postfix(loss=f"{logged['loss']:.4g}", refresh=False)
             bar.update(1 if steps is not None else min(global_batch, samples - bar.n))
 
-            if ckpt_dir is not None and (step % ckpt_every == 0 or done()):
-                last_ckpt = checkpoint()
+            # callbacks first: what they change in the model (a Polyak target, say) belongs in this step's checkpoint
             for cb in callbacks:
                 cb(StepInfo(step, samples_seen, logged, model=plain, ema=ema, is_main=info.is_main))
+            if ckpt_dir is not None and (step % ckpt_every == 0 or done()):
+                last_ckpt = checkpoint()
     finally:
         bar.close()
         model.train(was_training)
