@@ -10,10 +10,12 @@ from flowlab.rl_control.cli import app
 runner = CliRunner()
 
 
-def test_the_group_mounts_value_flows_commands():
+def test_the_group_mounts_value_flows_and_mac_flow_commands():
     res = runner.invoke(app, ["--help"])
     assert res.exit_code == 0
-    assert all(name in res.output for name in ("collect", "train", "evaluate"))
+    assert all(
+        name in res.output for name in ("collect", "train", "evaluate", "marl-collect", "marl-train", "marl-evaluate")
+    )
 
 
 def test_cli_collect_train_online_and_evaluate(tmp_path):
@@ -44,3 +46,80 @@ def test_bad_options_and_missing_files_fail_with_exit_code_2(tmp_path):
     assert res.exit_code == 2 and "method" in res.output
     res = runner.invoke(app, ["evaluate", "--run", str(tmp_path / "nothing")])
     assert res.exit_code == 2 and "run.json" in res.output
+
+
+def test_marl_collect_train_resume_and_evaluate(tmp_path):
+    data, run = tmp_path / "xor.npz", tmp_path / "run"
+    res = runner.invoke(app, ["marl-collect", "--env", "xor", "--transitions", "400", "--out", str(data)])
+    assert res.exit_code == 0 and "2 agents" in res.output, res.output
+    args = ["marl-train", "--dataset", str(data), "--env", "xor", "--hidden", "16", "--out", str(run)]
+    res = runner.invoke(app, [*args, "--steps", "3"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, [*args, "--steps", "6"])  # same settings: resumes both stages
+    assert res.exit_code == 0 and (run / "policy" / "step-000000006").is_dir(), res.output
+    res = runner.invoke(app, ["marl-evaluate", "--run", str(run), "--episodes", "50", "--latency-repeats", "2"])
+    assert res.exit_code == 0 and "return" in res.output and "network calls" in res.output, res.output
+    spread = tmp_path / "spread.npz"
+    res = runner.invoke(app, ["marl-collect", "--agents", "2", "--transitions", "50", "--out", str(spread)])
+    assert res.exit_code == 0, res.output
+    srun = tmp_path / "srun"
+    res = runner.invoke(
+        app,
+        [
+            "marl-train",
+            "--dataset",
+            str(spread),
+            "--method",
+            "gaussian_bc",
+            "--hidden",
+            "8",
+            "--steps",
+            "2",
+            "--out",
+            str(srun),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["marl-evaluate", "--run", str(srun), "--episodes", "2", "--latency-repeats", "0"])
+    assert res.exit_code == 0 and "over 2" in res.output, res.output
+
+
+def test_marl_commands_refuse_bad_input_with_one_line_and_exit_code_2(tmp_path):
+    def fails(args, *needles):
+        res = runner.invoke(app, args)
+        assert res.exit_code == 2, res.output
+        assert all(n in res.output for n in needles), res.output
+
+    data = tmp_path / "x.npz"
+    fails(["marl-collect", "--env", "chess", "--out", str(data)], "env", "chess")
+    fails(["marl-collect", "--quality", "great", "--transitions", "10", "--out", str(data)], "quality")
+    fails(["marl-collect", "--env", "xor", "--transitions", "0", "--out", str(data)], "transitions")
+    fails(["marl-collect", "--agents", "1", "--transitions", "10", "--out", str(data)], "n_agents")
+    assert (
+        runner.invoke(app, ["marl-collect", "--env", "xor", "--transitions", "50", "--out", str(data)]).exit_code == 0
+    )
+    train = ["marl-train", "--dataset", str(data), "--env", "xor", "--steps", "2", "--out", str(tmp_path / "r")]
+    fails(["marl-train", "--dataset", str(tmp_path / "missing.npz")], "marl-collect")
+    fails([*train, "--method", "sac"], "method")
+    fails([*train, "--mixer", "max"], "mixer")
+    fails([*train, "--hidden", "wide"], "hidden")
+    fails([*train, "--gamma", "1.5"], "gamma")
+    fails([*train, "--steps", "0"], "steps")
+    fails([*train, "--device", "tpu"], "device")
+    corrupt = tmp_path / "corrupt.npz"
+    corrupt.write_bytes(b"\x00" * 64)
+    fails(["marl-train", "--dataset", str(corrupt), "--out", str(tmp_path / "r2")], "not a readable npz")
+    single = tmp_path / "single.npz"
+    assert (
+        runner.invoke(app, ["collect", "--quality", "random", "--transitions", "30", "--out", str(single)]).exit_code
+        == 0
+    )
+    fails(["marl-train", "--dataset", str(single), "--out", str(tmp_path / "r3")], "no agent axis")
+    fails(["train", "--dataset", str(data), "--out", str(tmp_path / "r4")], "single-agent")  # Value Flows
+    assert runner.invoke(app, [*train, "--hidden", "8"]).exit_code == 0
+    fails([*train, "--hidden", "16"], "other settings")
+    fails(["marl-evaluate", "--run", str(tmp_path / "nothing")], "run.json")
+    fails(["marl-evaluate", "--run", str(tmp_path / "r"), "--episodes", "0"], "episodes")
+    weights = next((tmp_path / "r" / "policy").glob("step-*")) / "weights.pt"
+    weights.write_bytes(b"garbage")
+    fails(["marl-evaluate", "--run", str(tmp_path / "r")], "corrupt")

@@ -46,3 +46,23 @@ def test_value_flows_trains_on_cuda_and_samples_returns_and_acts_as_on_the_cpu()
     torch.testing.assert_close(z.cpu(), z_cpu, atol=1e-3, rtol=1e-4)
     torch.testing.assert_close(spread.cpu(), spread_cpu, atol=1e-3, rtol=1e-3)
     assert actions.shape == (32, data.act_dim) and bool((actions.abs() <= 1).all())
+
+
+@pytest.mark.gpu
+def test_mac_flow_and_diffusion_bc_train_on_cuda_and_act_as_on_the_cpu():
+    from flowlab.rl_control.envs.coordination import game_dataset
+    from flowlab.rl_control.mac_flow import MARLConfig, make_learner, train_marl
+
+    cuda = torch.device("cuda")
+    data = game_dataset("matrix", 500, seed=0)
+    for method in ("mac_flow", "diffusion_bc"):
+        agent = make_learner(MARLConfig(method=method, hidden=(32, 32)), obs_dim=1, act_dim=2, n_agents=2, seed=0)
+        results = train_marl(agent, data, steps=20, batch_size=64, generator=_g(0), device=cuda, log_every=10)
+        assert all(math.isfinite(r.logs["loss"]) for r in results.values())
+        assert next(agent.parameters()).device.type == "cuda"
+        on_cpu = copy.deepcopy(agent).cpu()
+        obs = torch.zeros(16, 2, 1)
+        actions = agent.act(obs.to(cuda), generator=_g(3))
+        assert actions.device.type == "cuda" and bool((actions.abs() <= 1).all())
+        # one CPU generator drives both devices with the same noise: round-off only
+        torch.testing.assert_close(actions.cpu(), on_cpu.act(obs, generator=_g(3)), atol=1e-3, rtol=1e-3)

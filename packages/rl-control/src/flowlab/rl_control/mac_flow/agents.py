@@ -97,13 +97,15 @@ def train_marl(
     generator: torch.Generator,
     device: torch.device | str = "cpu",
     ckpt_dir: str | os.PathLike[str] | None = None,
+    ckpt_every: int = 1000,
     progress: bool = False,
     log_every: int = 500,
 ) -> dict[str, FitResult]:
     """Every stage of `agent`, one after the other, for `steps` optimiser steps each on uniform minibatches of
     `dataset` (rewards divided by `reward_scale`), through `flowlab.core.train.fit` (gradient clipping at 10,
-    progress, DDP under torchrun). With `ckpt_dir`, stage s checkpoints into `ckpt_dir/<s>` and a rerun resumes where
-    it stopped (a finished stage is skipped). Returns each stage's `FitResult`."""
+    progress, DDP under torchrun). With `ckpt_dir`, stage s checkpoints into `ckpt_dir/<s>` every `ckpt_every` steps
+    and at its end, and a rerun resumes where it stopped, as the uninterrupted run would have gone on (a finished
+    stage is loaded and skipped). Returns each stage's `FitResult`."""
     if not isinstance(agent, MARLAgent):
         raise ValueError(f"agent: expected a MARLAgent, got {type(agent).__name__}")
     if not isinstance(dataset, OfflineDataset):
@@ -128,7 +130,7 @@ def train_marl(
             optimizer=torch.optim.Adam(params, lr=stage.lr),
             grad_clip=10.0,
             ckpt_dir=None if ckpt_dir is None else Path(ckpt_dir) / stage.name,
-            ckpt_every=max(steps, 1),
+            ckpt_every=ckpt_every,
             device=device,
             generator=generator,
             callbacks=hooks,

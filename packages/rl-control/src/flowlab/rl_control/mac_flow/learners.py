@@ -1,15 +1,25 @@
 """`make_learner`: the agent a `MARLConfig` names (MAC-Flow or one of its baselines), built for the data's
-dimensions, its initial weights from a seed of its own."""
+dimensions, its initial weights from a seed of its own; `save_run` / `load_learner`: a trained learner's folder."""
 
 from __future__ import annotations
 
+import json
+import os
+import pickle
+from pathlib import Path
+
+import torch
+
 from flowlab.core.nets import seeded_init
+from flowlab.core.train import latest_checkpoint, load_checkpoint
 from flowlab.rl_control.mac_flow.agents import MARLAgent
 from flowlab.rl_control.mac_flow.baselines import MATD3BC, DiffusionJointBC, GaussianBC, JointFlowAgent
 from flowlab.rl_control.mac_flow.joint_flow import JointFlowBC
 from flowlab.rl_control.mac_flow.model import MACFlow, MARLConfig
 
-__all__ = ["make_learner"]
+__all__ = ["RUN_FILE", "load_learner", "make_learner", "save_run"]
+
+RUN_FILE = "run.json"
 
 
 def _build(c: MARLConfig, obs_dim: int, act_dim: int, n_agents: int) -> MARLAgent:
@@ -47,3 +57,43 @@ def make_learner(config: MARLConfig, *, obs_dim: int, act_dim: int, n_agents: in
         return _build(config, obs_dim, act_dim, n_agents)
     with seeded_init(seed):
         return _build(config, obs_dim, act_dim, n_agents)
+
+
+def save_run(folder: str | os.PathLike[str], agent: MARLAgent, config: MARLConfig, *, env: str, reward_scale: float):
+    """Write `run.json` beside a trained learner's stage checkpoints: its config, dimensions, environment and reward
+    scale, everything `load_learner` needs."""
+    meta = {
+        "learner": config.to_dict(),
+        "dims": {"obs_dim": agent.obs_dim, "act_dim": agent.act_dim, "n_agents": agent.n_agents},
+        "env": env,
+        "reward_scale": reward_scale,
+    }
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    (Path(folder) / RUN_FILE).write_text(json.dumps(meta, indent=1))
+
+
+def load_learner(folder: str | os.PathLike[str], *, device: torch.device | str = "cpu") -> tuple[MARLAgent, dict]:
+    """The learner trained into `folder` by `train_marl` (with `save_run`), every stage's latest checkpoint loaded
+    (`torch.load(weights_only=True)`), and the run's metadata."""
+    folder = Path(folder)
+    meta_path = folder / RUN_FILE
+    if not meta_path.is_file():
+        raise FileNotFoundError(f"run: {meta_path} not found (train with `flowlab rl marl-train --out {folder}`)")
+    try:
+        meta = json.loads(meta_path.read_text())
+        config = MARLConfig.from_mapping(meta["learner"])
+        dims = {k: int(meta["dims"][k]) for k in ("obs_dim", "act_dim", "n_agents")}
+    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        raise ValueError(f"run: {meta_path} is not a MAC-Flow run file ({type(err).__name__}: {err})") from None
+    agent = make_learner(config, **dims)
+    for stage in agent.stages():
+        ckpt = folder / stage.name
+        if latest_checkpoint(ckpt) is None:
+            raise FileNotFoundError(f"run: no checkpoint of stage {stage.name!r} under {ckpt} (training unfinished?)")
+        try:
+            load_checkpoint(ckpt, model=stage.module, device=device, restore_rng=False)
+        except (pickle.UnpicklingError, RuntimeError, EOFError, OSError) as err:
+            raise ValueError(
+                f"run: the checkpoint under {ckpt} is corrupt or not a FlowLab checkpoint ({type(err).__name__})"
+            ) from None
+    return agent.to(device), meta
