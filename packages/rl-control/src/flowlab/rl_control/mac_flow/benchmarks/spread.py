@@ -166,7 +166,7 @@ _QUICK = replace(
     _FULL,
     data=SpreadData(n_agents=2, n_transitions=20_000),
     steps=2000,
-    latency_repeats=200,
+    latency_repeats=100,
     agents=learner_rows(_QUICK_AGENT, _AGENTS),
 )
 _SMOKE = replace(

@@ -125,7 +125,7 @@ _FULL = ToysBench(
     ),
     workers=2,
 )
-_QUICK = replace(_FULL, n_transitions=10_000, steps=1500, n_eval=2000, agents=learner_rows(_QUICK_AGENT, _AGENTS))
+_QUICK = replace(_FULL, n_transitions=10_000, steps=1500, n_eval=1000, agents=learner_rows(_QUICK_AGENT, _AGENTS))
 _SMOKE = replace(_QUICK, n_transitions=500, steps=10, batch_size=64, n_eval=200, workers=1)
 
 _DIRECTIONS = {f"{name}/return": "max" for name in GAMES} | {f"{name}/mode_weight_error": "min" for name in GAMES}
