@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import zipfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -19,9 +20,10 @@ import torch
 
 from flowlab.core.distributions import randint
 
-__all__ = ["OfflineDataset", "load_dataset"]
+__all__ = ["TRANSITION_FIELDS", "OfflineDataset", "load_dataset"]
 
-_REQUIRED = ("observations", "actions", "rewards", "next_observations", "terminations", "truncations")
+#: the fields every transition has, in the order collectors gather them
+TRANSITION_FIELDS = ("observations", "actions", "rewards", "next_observations", "terminations", "truncations")
 _PER_AGENT = ("observations", "actions", "next_observations", "next_actions")
 
 
@@ -96,6 +98,16 @@ class OfflineDataset:
                 raise ValueError(
                     f"{name}: values in [{arr.min():.3g}, {arr.max():.3g}] lie outside the action bounds [{lo}, {hi}]"
                 )
+
+    @classmethod
+    def from_rollout(cls, steps: Mapping[str, Sequence[np.ndarray]], n_transitions: int) -> OfflineDataset:
+        """Transitions gathered one vectorised step at a time in E environment copies: `steps` maps observations,
+        actions, rewards, next_observations, terminations and truncations to lists of per-step arrays (E, ...).
+        Returns them in copy-major order (each copy's steps contiguous, so its episodes stay whole), cut to the first
+        `n_transitions`, floats as float32."""
+        stack = {k: np.stack(v, 1).reshape(-1, *np.asarray(v[0]).shape[1:])[:n_transitions] for k, v in steps.items()}
+        flags = ("terminations", "truncations")
+        return cls(**{k: v.astype(bool if k in flags else np.float32) for k, v in stack.items()})
 
     def __len__(self) -> int:
         return len(self.rewards)
@@ -183,7 +195,7 @@ def load_dataset(path: str | os.PathLike[str]) -> OfflineDataset:
         if not isinstance(z, np.lib.npyio.NpzFile):
             raise ValueError("an .npy array, not an npz archive")
         with z:
-            missing = [k for k in _REQUIRED if k not in z.files]
+            missing = [k for k in TRANSITION_FIELDS if k not in z.files]
             if missing:
                 raise ValueError(f"path: {path} lacks the fields {missing}")
             kwargs = {k: z[k] for k in z.files if k != "action_bounds"}

@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from flowlab.rl_control.data import OfflineDataset
+from flowlab.rl_control.data import TRANSITION_FIELDS, OfflineDataset
 
 __all__ = [
     "CONTROLLERS",
@@ -156,7 +156,7 @@ def collect(
     rng = np.random.default_rng(seed)
     policy = _behaviour(quality, env.single_action_space.shape[0], rng, controller)
     obs, _ = env.reset(seed=seed)
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("o", "a", "r", "o2", "term", "trunc")}
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in TRANSITION_FIELDS}
     total = 0
     while total < n_transitions:
         a = policy(obs)
@@ -169,15 +169,7 @@ def collect(
         if np.any(done):
             obs, _ = env.reset(options={"reset_mask": done})
     env.close()
-    stack = {k: np.stack(v, 1).reshape(-1, *np.asarray(v[0]).shape[1:])[:n_transitions] for k, v in cols.items()}
-    return OfflineDataset(
-        observations=stack["o"].astype(np.float32),
-        actions=stack["a"].astype(np.float32),
-        rewards=stack["r"].astype(np.float32),
-        next_observations=stack["o2"].astype(np.float32),
-        terminations=stack["term"].astype(bool),
-        truncations=stack["trunc"].astype(bool),
-    )
+    return OfflineDataset.from_rollout(cols, n_transitions)
 
 
 def evaluate_policy(

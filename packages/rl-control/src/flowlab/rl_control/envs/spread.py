@@ -24,7 +24,7 @@ import torch
 
 from flowlab.core.artifacts import Artifact, ensure
 from flowlab.core.config import Config
-from flowlab.rl_control.data import OfflineDataset, load_dataset
+from flowlab.rl_control.data import TRANSITION_FIELDS, OfflineDataset, load_dataset
 
 __all__ = [
     "SPREAD_QUALITIES",
@@ -187,7 +187,7 @@ def collect_spread(
     rng = np.random.default_rng(seed)
     policy = _behaviour(quality, temperature, rng)
     envs = SpreadEnvs(n_envs, n_agents=n_agents, max_cycles=max_cycles)
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("o", "a", "r", "o2", "term", "trunc")}
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in TRANSITION_FIELDS}
     total, episode = 0, 0
     while total < n_transitions:
         obs = envs.reset(seed * 1_000_003 + episode + np.arange(n_envs))
@@ -203,16 +203,7 @@ def collect_spread(
             obs = step.observations
             done = step.terminated | step.truncated
     envs.close()
-    # (steps, copies, ...) -> episode order: every copy's episodes contiguous, then cut
-    stack = {k: np.stack(v, 1).reshape(-1, *v[0].shape[1:])[:n_transitions] for k, v in cols.items()}
-    return OfflineDataset(
-        observations=stack["o"].astype(np.float32),
-        actions=stack["a"].astype(np.float32),
-        rewards=stack["r"].astype(np.float32),
-        next_observations=stack["o2"].astype(np.float32),
-        terminations=stack["term"].astype(bool),
-        truncations=stack["trunc"].astype(bool),
-    )
+    return OfflineDataset.from_rollout(cols, n_transitions)
 
 
 def evaluate_spread(
