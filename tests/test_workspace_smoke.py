@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from flowlab.tools.bench.case import run_one
 from flowlab.tools.bench.discovery import discover
-from flowlab.tools.bench.runner import run_one
 
 SMOKE_SECONDS = 20.0
 DISCOVERY = discover()

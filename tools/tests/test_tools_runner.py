@@ -12,9 +12,10 @@ import torch
 from flowlab.core.artifacts import Artifact
 from flowlab.core.bench import BenchResult, Claim, Scenario, require_file
 from flowlab.core.config import Config
+from flowlab.tools.bench.case import ratios
 from flowlab.tools.bench.discovery import SelectionError, discover, select
 from flowlab.tools.bench.report import write_report
-from flowlab.tools.bench.runner import ratios, run_all
+from flowlab.tools.bench.runner import run_all
 
 
 @dataclass(frozen=True)

@@ -136,8 +136,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from flowlab.core.bench import SUITES
     from flowlab.datasets import root as data_root
+    from flowlab.tools.bench.case import Record, run_one
     from flowlab.tools.bench.report import write_report
-    from flowlab.tools.bench.runner import Record, build_artifact, required_artifacts, run_one
+    from flowlab.tools.bench.runner import build_artifact, required_artifacts
 
     if args.suite not in SUITES or args.suite == "full":
         parser.error(f"--suite: expected default, smoke or quick, got {args.suite!r}")

@@ -20,10 +20,11 @@ from rich.text import Text
 import flowlab.datasets as fd
 from flowlab.core.artifacts import is_cached
 from flowlab.core.bench import SUITES, Scenario
+from flowlab.tools.bench.case import Record
 from flowlab.tools.bench.discovery import SelectionError, discover, select
 from flowlab.tools.bench.jobs import available_cores, default_jobs
 from flowlab.tools.bench.report import load_records, write_report
-from flowlab.tools.bench.runner import Record, build_artifact, required_artifacts, run_all
+from flowlab.tools.bench.runner import build_artifact, required_artifacts, run_all
 from flowlab.tools.versions import git_commit, library_versions, member_versions
 
 app = typer.Typer(help="Benchmarks: every method against its baselines, in one run.", invoke_without_command=True)

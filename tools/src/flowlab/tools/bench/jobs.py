@@ -55,8 +55,8 @@ def _init_worker(threads: int) -> None:
 
 def _run_case(case: Case) -> dict[str, Any]:
     from flowlab.core.bench import warm_up_torch
+    from flowlab.tools.bench.case import run_one
     from flowlab.tools.bench.discovery import discover
-    from flowlab.tools.bench.runner import run_one
 
     if not _SCENARIOS:
         warm_up_torch()
