@@ -76,22 +76,22 @@ def test_distillation_target_is_the_joint_flows_action_at_the_same_noise():
 
 def test_distilled_policy_with_q_zero_reproduces_the_per_agent_flow_pointwise():
     """alpha -> infinity (Q = 0): the one-step policy regresses onto phi_BC(eps). For the per-agent flow agent i's
-    action depends on eps_i alone, so the regression can be exact; measured error about 1e-3."""
+    action depends on eps_i alone, so the regression can be exact; measured error 7e-4."""
     data, _ = _two_mode_data()
-    config = MARLConfig(method="mac_flow", bc_flow="per_agent", hidden=(64, 64), lr=1e-3)
-    agent = make_learner(config, obs_dim=1, act_dim=2, n_agents=2, seed=0)
-    train_marl(agent, data, steps=300, batch_size=256, generator=_g(0))  # both stages; the policy is retrained below
-    critic = _zero_critic(1, 2, 2)
-    opt = torch.optim.Adam(agent.policy.parameters(), 1e-3)
-    obs, g = torch.zeros(256, 2, 1), _g(3)
-    for _ in range(1500):
-        loss = distillation_loss(agent.policy, agent.flow, critic, obs, alpha=1.0, normalize_q=True, generator=g)
+    config = MARLConfig(method="joint_flow", bc_flow="per_agent", hidden=(64, 64), lr=1e-3)
+    flow_bc = make_learner(config, obs_dim=1, act_dim=2, n_agents=2, seed=0)
+    train_marl(flow_bc, data, steps=300, batch_size=256, generator=_g(0))
+    policy, critic = DecentralisedOneStepPolicy(1, 2, 2, (64, 64)), _zero_critic(1, 2, 2)
+    opt = torch.optim.Adam(policy.parameters(), 2e-3)
+    obs, g = torch.zeros(128, 2, 1), _g(3)
+    for _ in range(800):
+        loss = distillation_loss(policy, flow_bc.flow, critic, obs, alpha=1.0, normalize_q=True, generator=g)
         opt.zero_grad()
         loss.backward()
         opt.step()
     noise = randn((2000, 2, 2), generator=_g(9))
     with torch.no_grad():
-        error = agent.policy(torch.zeros(2000, 2, 1), noise) - agent.flow.sample(torch.zeros(2000, 2, 1), noise=noise)
+        error = policy(torch.zeros(2000, 2, 1), noise) - flow_bc.flow.sample(torch.zeros(2000, 2, 1), noise=noise)
     assert float(error.square().sum(-1).mean()) < 1e-2
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from importlib.metadata import version
 from itertools import permutations
 from pathlib import Path
@@ -130,13 +131,18 @@ def assignment_costs(obs: np.ndarray, perms: np.ndarray) -> np.ndarray:
     return np.take_along_axis(dist[:, None], perms[None, :, :, None], axis=3)[..., 0].sum(-1)
 
 
+@cache
+def _assignments(n: int) -> np.ndarray:
+    """Every assignment of n agents to n landmarks: (n!, n), built once per n (the behaviour draws one every step)."""
+    return np.array(list(permutations(range(n))))
+
+
 def sample_assignment(obs: np.ndarray, temperature: float, rng: np.random.Generator) -> np.ndarray:
     """A joint landmark assignment per copy, drawn from the Boltzmann law over all N! assignments,
     p(perm | s) proportional to exp(-cost(perm, s) / temperature) (`assignment_costs`): near-ties between assignments
     give a multimodal, coordinated joint choice; once the agents move, the chosen assignment gets cheaper and the
     choice settles. obs: (E, N, O) -> (E, N) landmark indices."""
-    n = obs.shape[1]
-    perms = np.array(list(permutations(range(n))))
+    perms = _assignments(obs.shape[1])
     logits = -assignment_costs(obs, perms) / temperature
     p = np.exp(logits - logits.max(1, keepdims=True))
     u = rng.random((len(obs), 1)) * p.sum(1, keepdims=True)

@@ -59,9 +59,7 @@ class Stage:
 class MARLAgent(nn.Module):
     """A multi-agent learner for `n_agents` agents with observations (obs_dim,) and actions (act_dim,) in [-1, 1].
     Subclasses give their training `stages()`, `act(obs, generator=)` -> (B, N, A) and `act_network`, the module
-    acting calls (`network_calls` times per joint action, for the latency table)."""
-
-    network_calls: int = 1
+    acting calls (the latency table counts its calls per joint action)."""
 
     def __init__(self, obs_dim: int, act_dim: int, n_agents: int) -> None:
         super().__init__()

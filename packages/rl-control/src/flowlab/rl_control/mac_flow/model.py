@@ -128,8 +128,6 @@ class MACFlow(MARLAgent):
     policy) and `critic` (a `FactorisedCritic`), trained in the stages "bc" then "policy" (`train_marl`). Acting is
     one call of the policy network for all agents."""
 
-    network_calls = 1
-
     def __init__(self, config: MARLConfig, *, obs_dim: int, act_dim: int, n_agents: int) -> None:
         super().__init__(obs_dim, act_dim, n_agents)
         if not isinstance(config, MARLConfig):

@@ -65,7 +65,6 @@ class DiffusionJointBC(MARLAgent):
         self.lr = lr
         self.schedule = DiscreteVP.linear(1000, 1e-4, 0.02)
         self.grid = grids.trailing(self.schedule, diffusion_steps)
-        self.network_calls = diffusion_steps
         self.eps = _EpsNet(n_agents * act_dim, n_agents * obs_dim, hidden)
 
     def stages(self) -> tuple[Stage, ...]:

@@ -19,7 +19,6 @@ class JointFlowAgent(MARLAgent):
     def __init__(self, flow: JointFlowBC, *, lr: float) -> None:
         super().__init__(flow.obs_dim, flow.act_dim, flow.n_agents)
         self.flow, self.lr = flow, lr
-        self.network_calls = flow.num_flow_steps
 
     def stages(self) -> tuple[Stage, ...]:
         return (Stage("bc", FlowBCObjective(self.flow), self.lr),)
