@@ -1,5 +1,5 @@
 """Two-time flow maps X_{s,t}: the parametrisation with X_{s,s} = Id, teacher maps by integration, time-pair
-sampling, and pi-Flow's network-free velocity policies (`policies`).
+sampling, and pi-Flow's network-free velocity policies (`policies`) and the student heads that build them (`heads`).
 
 The objectives that train flow maps live in `flowlab.core.losses.flow_map`; any-step sampling is
 `flowlab.core.solvers.sample_flow_map`.
@@ -14,12 +14,15 @@ from flowlab.core.flowmaps.base import (
     diagonal_velocity,
     sample_time_pairs,
 )
+from flowlab.core.flowmaps.heads import DXHead, GMHead
 from flowlab.core.flowmaps.policies import DXPolicy, GMPolicy, Policy, average_velocity, num_substeps, rollout
 
 __all__ = [
+    "DXHead",
     "DXPolicy",
     "DiagonalField",
     "FlowMapFromField",
+    "GMHead",
     "GMPolicy",
     "ParametrisedFlowMap",
     "Policy",

@@ -126,6 +126,16 @@ class GMPolicy:
         """A copy whose tensors are cut from the graph (for the rollout of pi-ID)."""
         return GMPolicy(*(v.detach() for v in (self.means, self.logstd, self.logits, self.x_src, self.t_src)))
 
+    def temperature_(self, temperature: float) -> GMPolicy:
+        """Sharpen (T < 1) or flatten (T > 1) the mixture: logits / T and each component's variance times T, the
+        mixture density raised to the power 1 / T for well-separated components. In place; returns self."""
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
+            raise ValueError(f"temperature: expected a positive number, got {temperature!r}")
+        if temperature != 1:
+            self.logits = self.logits / temperature
+            self.logstd = self.logstd + 0.5 * math.log(temperature)
+        return self
+
     def dropout_(self, p: float, *, generator: torch.Generator | None = None) -> GMPolicy:
         """Drop each component of each sample with probability p (logit -> -inf), never all of them (one random
         component of a sample that lost all is kept). In place; returns self."""

@@ -1,9 +1,16 @@
 """Training objectives: flow matching (Euclidean, Riemannian, bridge), denoising (DSM, DDPM, EDM), the masked- and
-uniform-diffusion NELBOs, and the flow-map objectives (Lagrangian, Eulerian, progressive, MeanFlow, consistency),
-each written once for any manifold."""
+uniform-diffusion NELBOs, distribution-matching distillation (DMD) and the softplus GAN losses, and the flow-map
+objectives (Lagrangian, Eulerian, progressive, MeanFlow, consistency), each written once for any manifold."""
 
 from flowlab.core.losses.denoising import ddpm_loss, denoising_score_loss, edm_loss, edm_weight
 from flowlab.core.losses.discrete import masked_diffusion_loss, uniform_diffusion_loss
+from flowlab.core.losses.distillation import (
+    dmd_gradient,
+    dmd_loss,
+    fake_score_loss,
+    gan_discriminator_loss,
+    gan_generator_loss,
+)
 from flowlab.core.losses.flow_map import (
     MeanFlowTarget,
     consistency_loss,
@@ -23,10 +30,15 @@ __all__ = [
     "ddpm_loss",
     "denoising_score_loss",
     "diagonal_fm_loss",
+    "dmd_gradient",
+    "dmd_loss",
     "edm_loss",
     "edm_weight",
     "esd_loss",
+    "fake_score_loss",
     "flow_matching_loss",
+    "gan_discriminator_loss",
+    "gan_generator_loss",
     "lsd_loss",
     "masked_diffusion_loss",
     "meanflow_loss",

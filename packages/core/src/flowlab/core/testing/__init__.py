@@ -3,9 +3,11 @@
 
 from flowlab.core.testing.analytic import GaussianMixture, GaussianToGaussian
 from flowlab.core.testing.asserts import assert_convergence_order, assert_moments_close, empirical_order
+from flowlab.core.testing.checkerboard import Checkerboard
 from flowlab.core.testing.devices import available_devices
 
 __all__ = [
+    "Checkerboard",
     "GaussianMixture",
     "GaussianToGaussian",
     "assert_convergence_order",
