@@ -1,6 +1,7 @@
 """Benchmark scenarios of flowlab.vision_gen (prefix `vision`)."""
 
 from flowlab.vision_gen.kit.benchmarks import AUTOENCODER, TEACHERS
+from flowlab.vision_gen.pi_flow.benchmarks import SCENARIOS as PI_FLOW
 from flowlab.vision_gen.watermark.benchmarks import E2E, STATS
 
-SCENARIOS = (TEACHERS, AUTOENCODER, STATS, E2E)
+SCENARIOS = (TEACHERS, AUTOENCODER, STATS, E2E, *PI_FLOW)

@@ -9,7 +9,10 @@ prediction.
 
 from __future__ import annotations
 
+import math
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from flowlab.core.flowmaps.policies import DXPolicy, GMPolicy
@@ -30,11 +33,17 @@ def _check_raw(raw: torch.Tensor, x_src: torch.Tensor, channels: int) -> None:
 class GMHead(nn.Module):
     """K-component Gaussian-mixture head. raw channels [K C means | K logits | K log-stds], each per position;
     the logits stay per position (an independent mixture per spatial position, Gaussian over the C channels) and
-    the log-stds are averaged over the positions (one per component, pi-Flow's shared log-std)."""
+    the log-stds are averaged over the positions (one per component, pi-Flow's shared log-std), then, when
+    `max_logstd` is given, softly capped: max_logstd - softplus(max_logstd - logstd). Without a cap a component
+    can grow so wide that its mean stops mattering (the posterior falls back to the straight line through x_src
+    and x_t), a flat local optimum that pi-ID training falls into on the toys."""
 
-    def __init__(self, num_components: int) -> None:
+    def __init__(self, num_components: int, *, max_logstd: float | None = None) -> None:
         super().__init__()
         self.num_components = _check_positive_int(num_components, "num_components")
+        if max_logstd is not None and not math.isfinite(max_logstd):
+            raise ValueError(f"max_logstd: expected a finite number or None, got {max_logstd!r}")
+        self.max_logstd = max_logstd
 
     def out_channels(self, channels: int) -> int:
         return self.num_components * (_check_positive_int(channels, "channels") + 2)
@@ -49,6 +58,8 @@ class GMHead(nn.Module):
         logstd = raw[:, k * (c + 1) :].reshape(batch, k, 1, *spatial)
         if spatial:
             logstd = logstd.mean(dim=tuple(range(3, logstd.dim())), keepdim=True)
+        if self.max_logstd is not None:
+            logstd = self.max_logstd - F.softplus(self.max_logstd - logstd)
         return GMPolicy(means, logstd, logits, x_src, t_src)
 
 

@@ -71,6 +71,7 @@ class ClassDiT(nn.Module):
     The label's learned embedding (num_classes + 1 rows; row `num_classes` is the null label of classifier-free
     guidance, used when y is None) enters every adaLN-Zero block beside the time embedding. `time_scale`
     multiplies t inside the sinusoids (1000 for core time in [0, 1]; 250 for EDM's c_noise = ln(sigma) / 4).
+    `out_channels` (default in_channels) widens the output, e.g. for a pi-Flow student's policy head.
     """
 
     def __init__(
@@ -84,12 +85,16 @@ class ClassDiT(nn.Module):
         heads: int = 4,
         num_classes: int = 10,
         time_scale: float = 1000.0,
+        out_channels: int | None = None,
     ) -> None:
         super().__init__()
         if not (isinstance(num_classes, int) and num_classes >= 1):
             raise ValueError(f"num_classes: expected a positive int, got {num_classes!r}")
         self.num_classes = num_classes
-        self.net = DiT(image_size, patch, in_channels, dim, depth, heads, cond_dim=dim, time_scale=time_scale)
+        self.net = DiT(
+            image_size, patch, in_channels, dim, depth, heads, cond_dim=dim, time_scale=time_scale,
+            out_channels=out_channels,
+        )  # fmt: skip
         self.labels = nn.Embedding(num_classes + 1, dim)
 
     @property

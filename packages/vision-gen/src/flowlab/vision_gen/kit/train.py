@@ -6,6 +6,8 @@ teacher as a core artifact (built once into `$FLOWLAB_CACHE`, checked on every l
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,9 +167,10 @@ def fit_with_ema(
     device: torch.device | str,
     generator: torch.Generator,
     progress: bool = False,
+    ckpt_dir: str | os.PathLike[str] | None = None,
 ) -> None:
     """The kit's denoiser recipe on the core `fit`: Adam with a one-cycle schedule to `lr` (5 % warm-up), an EMA of
-    `ema_decay` (tracking the weights for its first 100 steps), `steps` steps; `model` ends holding the EMA weights.
+    `ema_decay` (tracking the weights for its first 100 steps), `steps` steps (checkpointed to and resumed from `ckpt_dir` when given); `model` ends holding the EMA weights.
     loss_fn(model, batch, generator) -> (loss, logs) and batches(step, generator) as `fit` takes them."""
     ema = EMA(model, decay=ema_decay, warmup_steps=100)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
@@ -184,6 +187,8 @@ def fit_with_ema(
         generator=generator,
         progress=progress,
         log_every=max(1, steps // 10),
+        ckpt_dir=ckpt_dir,
+        ckpt_every=max(1, steps // 4),
     )
     with ema.swap():
         state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
