@@ -1,8 +1,10 @@
 """Command groups of flowlab.vision_gen: `flowlab watermark` (the watermark family: Spherical Watermark with its
-baselines Gaussian Shading and Tree-Ring: keygen, embed, extract, evaluate)."""
+baselines Gaussian Shading and Tree-Ring: keygen, embed, extract, evaluate) and `flowlab vision` (the other
+methods' groups: `piflow`)."""
 
 import typer
 
+from flowlab.vision_gen.pi_flow import cli as pi_flow
 from flowlab.vision_gen.watermark import cli as watermark
 
 app = typer.Typer(
@@ -11,4 +13,7 @@ app = typer.Typer(
 )
 app.registered_commands += watermark.app.registered_commands
 
-__all__ = ["app"]
+vision = typer.Typer(help="Vision generation methods: pi-Flow distillation.", no_args_is_help=True)
+vision.add_typer(pi_flow.app, name="piflow")
+
+__all__ = ["app", "vision"]

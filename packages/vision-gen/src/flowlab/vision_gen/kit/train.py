@@ -7,7 +7,6 @@ teacher as a core artifact (built once into `$FLOWLAB_CACHE`, checked on every l
 from __future__ import annotations
 
 import os
-
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,7 +169,8 @@ def fit_with_ema(
     ckpt_dir: str | os.PathLike[str] | None = None,
 ) -> None:
     """The kit's denoiser recipe on the core `fit`: Adam with a one-cycle schedule to `lr` (5 % warm-up), an EMA of
-    `ema_decay` (tracking the weights for its first 100 steps), `steps` steps (checkpointed to and resumed from `ckpt_dir` when given); `model` ends holding the EMA weights.
+    `ema_decay` (tracking the weights for its first 100 steps), `steps` steps (checkpointed to and resumed from
+    `ckpt_dir` when given); `model` ends holding the EMA weights.
     loss_fn(model, batch, generator) -> (loss, logs) and batches(step, generator) as `fit` takes them."""
     ema = EMA(model, decay=ema_decay, warmup_steps=100)
     opt = torch.optim.Adam(model.parameters(), lr=lr)

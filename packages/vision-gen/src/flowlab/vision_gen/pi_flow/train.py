@@ -63,6 +63,7 @@ def distill(
         ratio = teacher_ratio(current["step"], config.mix_iters)
         return pi_id_loss(net, teacher, x_1, config, ratio=ratio, generator=g, **cond), {}
 
+    generator = torch.Generator().manual_seed(config.seed)
     fit_with_ema(model, loss, with_step, steps=config.steps, lr=config.lr, ema_decay=config.ema_decay, device=device,
-                 generator=torch.Generator().manual_seed(config.seed), progress=progress, ckpt_dir=ckpt_dir)  # fmt: skip
+                 generator=generator, progress=progress, ckpt_dir=ckpt_dir)  # fmt: skip
     return student.eval().requires_grad_(False)

@@ -1,0 +1,167 @@
+"""`flowlab vision piflow distill|sample|evaluate`: distil a pi-Flow student (or a baseline) from the kit's
+rectified-flow digits teacher, sample it as a PNG grid, measure it against the teacher."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(help="pi-Flow: few-step policy students distilled by imitation.", no_args_is_help=True)
+
+
+def _nfes(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError as err:
+        raise typer.BadParameter(f"--nfe: expected comma-separated step counts like 1,2,4, got {text!r}") from err
+    if not values or any(v < 1 for v in values):
+        raise typer.BadParameter(f"--nfe: expected positive step counts, got {text!r}")
+    return values
+
+
+def _positive(value: int, name: str) -> int:
+    if value < 1:
+        raise typer.BadParameter(f"{name}: expected a positive integer, got {value}")
+    return value
+
+
+def _device(device: str):
+    from flowlab.core.validation import check_device
+
+    try:
+        return check_device(device)
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--device") from err
+
+
+def _load(student: Path, device):
+    from flowlab.vision_gen.pi_flow.store import load_student
+
+    try:
+        return load_student(student, device=device)
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--student") from err
+
+
+@app.command()
+def distill(
+    out: Annotated[Path, typer.Option(help="Folder for the student (student.safetensors, config.json, ckpt/).")],
+    method: Annotated[str, typer.Option(help="piflow_gm, piflow_dx, x0_regression or dmd_lite.")] = "piflow_gm",
+    steps: Annotated[int, typer.Option(help="Training steps.")] = 2000,
+    nfe: Annotated[str, typer.Option(help="The NFE grids to train for, e.g. 1,2,4.")] = "1,2,4",
+    components: Annotated[int, typer.Option(help="K of the GM head.")] = 8,
+    guidance: Annotated[float, typer.Option(help="The teacher's classifier-free guidance.")] = 1.0,
+    size: Annotated[int, typer.Option(help="Digits size of the kit teacher (8, 16 or 32).")] = 8,
+    teacher_dim: Annotated[int, typer.Option(help="Width of the kit teacher's ClassDiT.")] = 64,
+    teacher_depth: Annotated[int, typer.Option(help="Blocks of the kit teacher's ClassDiT.")] = 4,
+    teacher_steps: Annotated[int, typer.Option(help="Training steps of the kit teacher.")] = 4000,
+    seed: Annotated[int, typer.Option(help="Seed of the student's initialisation and training draws.")] = 0,
+    device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
+) -> None:
+    """Distil a student from the kit's rf digits teacher (the shared one by default, built into the cache on first
+    use); resumes from OUT/ckpt when interrupted."""
+    from flowlab.vision_gen.kit.data import load_digits_images
+    from flowlab.vision_gen.kit.teachers import TeacherConfig, digits_teacher
+    from flowlab.vision_gen.pi_flow.model import PiFlowConfig, digits_student
+    from flowlab.vision_gen.pi_flow.store import save_student
+    from flowlab.vision_gen.pi_flow.train import distill as run
+
+    dev = _device(device)
+    for value, name in ((steps, "--steps"), (teacher_dim, "--teacher-dim"), (teacher_depth, "--teacher-depth"),
+                        (teacher_steps, "--teacher-steps"), (components, "--components")):  # fmt: skip
+        _positive(value, name)
+    try:
+        config = PiFlowConfig(method=method, steps=steps, nfe=_nfes(nfe), components=components, guidance=guidance,
+                              seed=seed)  # fmt: skip
+        teacher_config = TeacherConfig(family="rf", size=size, dim=teacher_dim, depth=teacher_depth,
+                                       steps=teacher_steps, device=dev.type)  # fmt: skip
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from err
+    teacher = digits_teacher(teacher_config, device=dev)
+    data = load_digits_images(size, split="train")
+    images, labels = data.x.to(dev), data.y.to(dev)
+
+    def batches(step, g):
+        import torch
+
+        idx = torch.randint(0, images.shape[0], (config.batch_size,), generator=g).to(dev)
+        return images[idx], {"y": labels[idx]}
+
+    fake = teacher.net if method == "dmd_lite" else None
+    student = run(config, digits_student(config, teacher), teacher.velocity(guidance), batches, fake=fake, device=dev,
+                  progress=True, ckpt_dir=out / "ckpt")  # fmt: skip
+    save_student(out, student, config, teacher_config)
+    typer.echo(f"wrote {method} student to {out}")
+
+
+@app.command()
+def sample(
+    student: Annotated[Path, typer.Option(help="A folder written by `distill`.")],
+    out: Annotated[Path, typer.Option(help="Output PNG grid (samples beside it as .pt).")],
+    nfe: Annotated[int, typer.Option(help="Network calls.")] = 2,
+    n: Annotated[int, typer.Option(help="Number of samples (labels 0-9 in turn).")] = 100,
+    temperature: Annotated[float, typer.Option(help="GM temperature on every step but the last.")] = 1.0,
+    seed: Annotated[int, typer.Option(help="Seed of the initial noise.")] = 0,
+    device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
+) -> None:
+    """Class-conditional samples of a student in NFE network calls."""
+    import torch
+
+    from flowlab.vision_gen.kit.quality import save_image_grid
+    from flowlab.vision_gen.pi_flow.sample import sample_piflow
+
+    dev = _device(device)
+    _positive(nfe, "--nfe")
+    _positive(n, "--n")
+    if out.suffix.lower() != ".png":
+        raise typer.BadParameter(f"--out: expected a .png path, got {out}")
+    model, config, teacher = _load(student, dev)
+    noise = torch.randn(n, 1, teacher.size, teacher.size, generator=torch.Generator().manual_seed(seed)).to(dev)
+    try:
+        x = sample_piflow(model, noise, nfe=nfe, temperature=temperature, substeps_per_unit=config.substeps_per_unit,
+                          y=(torch.arange(n) % 10).to(dev)).clamp(-1, 1).cpu()  # fmt: skip
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from err
+    out.parent.mkdir(parents=True, exist_ok=True)
+    save_image_grid(out, x)
+    torch.save(x, out.with_suffix(".pt"))
+    typer.echo(f"wrote {n} samples ({nfe} NFE) to {out}")
+
+
+@app.command()
+def evaluate(
+    student: Annotated[Path, typer.Option(help="A folder written by `distill`.")],
+    nfe: Annotated[str, typer.Option(help="NFEs to measure, e.g. 1,2,4.")] = "1,2,4",
+    n: Annotated[int, typer.Option(help="Samples per NFE (labels 0-9 in turn).")] = 1000,
+    teacher_steps: Annotated[int, typer.Option(help="Euler steps of the reference teacher samples.")] = 50,
+    seed: Annotated[int, typer.Option(help="Seed of the noise.")] = 0,
+    device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
+) -> None:
+    """Quality, diversity and teacher alignment of a student at each NFE, as JSON lines."""
+    import torch
+
+    from flowlab.core.grids import uniform
+    from flowlab.core.solvers import solve_ode
+    from flowlab.vision_gen.kit.teachers import digits_teacher
+    from flowlab.vision_gen.pi_flow.evaluate import digits_measures
+    from flowlab.vision_gen.pi_flow.sample import sample_piflow
+
+    dev = _device(device)
+    nfes = _nfes(nfe)
+    _positive(n, "--n")
+    _positive(teacher_steps, "--teacher-steps")
+    model, config, teacher_config = _load(student, dev)
+    teacher = digits_teacher(teacher_config, device=dev)
+    size = teacher_config.size
+    noise = torch.randn(n, 1, size, size, generator=torch.Generator().manual_seed(seed)).to(dev)
+    y = (torch.arange(n) % 10).to(dev)
+    with torch.inference_mode():
+        reference = solve_ode(teacher.velocity(config.guidance), noise, uniform(teacher_steps, device=dev),
+                              method="euler", y=y).cpu()  # fmt: skip
+    for k in nfes:
+        x = sample_piflow(model, noise, nfe=k, substeps_per_unit=config.substeps_per_unit, y=y).cpu()
+        row = digits_measures(x, y.cpu(), reference, repeats=3, seed=seed)
+        typer.echo(json.dumps({"method": config.method, "nfe": k, **row}))
