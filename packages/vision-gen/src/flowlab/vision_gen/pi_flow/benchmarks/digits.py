@@ -24,7 +24,7 @@ from flowlab.vision_gen.pi_flow.model import PiFlowConfig, digits_student
 from flowlab.vision_gen.pi_flow.sample import sample_piflow
 from flowlab.vision_gen.pi_flow.train import distill
 
-__all__ = ["DIGITS", "DigitsBench"]
+__all__ = ["DIGITS", "DigitsBench", "digits_artifacts", "distill_and_sample", "noise_and_labels", "teacher_samples"]
 
 _METHODS = ("piflow_gm", "piflow_dx", "x0_regression", "dmd_lite")
 
@@ -51,13 +51,14 @@ def _teacher_config(cfg: DigitsBench, device: torch.device) -> TeacherConfig:
     return replace(cfg.teacher, device=device.type)
 
 
-def _noise(cfg: DigitsBench, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def noise_and_labels(cfg: DigitsBench, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The evaluation noise (n_eval, 1, S, S) and labels (n_eval,), 0-9 in turn, of a seed."""
     g = torch.Generator().manual_seed(seed * 100 + 99)
     size = cfg.teacher.size
     return torch.randn(cfg.n_eval, 1, size, size, generator=g), torch.arange(cfg.n_eval) % 10
 
 
-def _job(cfg: DigitsBench, seed: int, method: str, device: torch.device) -> dict[int, torch.Tensor]:
+def distill_and_sample(cfg: DigitsBench, seed: int, method: str, device: torch.device) -> dict[int, torch.Tensor]:
     """Distil one method and sample it at each NFE: {nfe: (n_eval, 1, S, S)}; seeded from the seed and the method
     alone, so it gives the same numbers in any process."""
     torch.set_num_threads(1)
@@ -73,12 +74,23 @@ def _job(cfg: DigitsBench, seed: int, method: str, device: torch.device) -> dict
 
     fake = teacher.net if method == "dmd_lite" else None
     student = distill(config, student, teacher.velocity(config.guidance), batches, fake=fake, device=device)
-    noise, y = _noise(cfg, seed)
+    noise, y = noise_and_labels(cfg, seed)
     return {n: sample_piflow(student, noise.to(device), nfe=n, substeps_per_unit=config.substeps_per_unit,
                              y=y.to(device)).cpu() for n in cfg.nfes}  # fmt: skip
 
 
-def _artifacts(cfg: DigitsBench, device: torch.device) -> tuple[Artifact, ...]:
+def teacher_samples(cfg: DigitsBench, seed: int, device: torch.device) -> dict[int, torch.Tensor]:
+    """The teacher's samples at each of `teacher_steps` Euler steps, guided by `student.guidance`, from the noise
+    and labels of `noise_and_labels`: {steps: (n_eval, 1, S, S)} on the CPU."""
+    teacher = digits_teacher(_teacher_config(cfg, device), device=device)
+    noise, y = noise_and_labels(cfg, seed)
+    field = teacher.velocity(cfg.student.guidance)
+    with torch.inference_mode():
+        return {s: solve_ode(field, noise.to(device), uniform(s, device=device), method="euler", y=y.to(device)).cpu()
+                for s in cfg.teacher_steps}  # fmt: skip
+
+
+def digits_artifacts(cfg: DigitsBench, device: torch.device) -> tuple[Artifact, ...]:
     features = feature_net_artifact(FeatureNetConfig(epochs=cfg.feature_epochs))
     return (teacher_artifact(_teacher_config(cfg, device)), features)
 
@@ -86,13 +98,11 @@ def _artifacts(cfg: DigitsBench, device: torch.device) -> tuple[Artifact, ...]:
 def run_digits(ctx: BenchContext) -> BenchResult:
     cfg: DigitsBench = ctx.config
     n = len(cfg.methods)
-    outs = parallel_map(_job, [cfg] * n, [ctx.seed] * n, cfg.methods, [ctx.device] * n, workers=cfg.workers)
-    teacher = digits_teacher(_teacher_config(cfg, ctx.device), device=ctx.device)
-    noise, y = _noise(cfg, ctx.seed)
-    guided = teacher.velocity(cfg.student.guidance)
-    with torch.inference_mode():
-        reference = {s: solve_ode(guided, noise.to(ctx.device), uniform(s, device=ctx.device), method="euler",
-                                  y=y.to(ctx.device)).cpu() for s in cfg.teacher_steps}  # fmt: skip
+    outs = parallel_map(
+        distill_and_sample, [cfg] * n, [ctx.seed] * n, cfg.methods, [ctx.device] * n, workers=cfg.workers
+    )
+    y = noise_and_labels(cfg, ctx.seed)[1]
+    reference = teacher_samples(cfg, ctx.seed, ctx.device)
     target = reference[max(cfg.teacher_steps)]
     features = FeatureNetConfig(epochs=cfg.feature_epochs)
 
@@ -167,5 +177,5 @@ DIGITS = Scenario(
     claim=Claim(
         "pi-Flow GM's recall at NFE 2 within 0.05 of the 50-step teacher's", "recall_gap_to_teacher_nfe2", "<=", 0.05
     ),
-    requires=_artifacts,
+    requires=digits_artifacts,
 )
