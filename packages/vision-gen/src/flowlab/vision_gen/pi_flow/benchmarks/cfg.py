@@ -79,7 +79,7 @@ def _artifacts(cfg: CFGBench, device: torch.device) -> tuple[Artifact, ...]:
 
 _QUICK = CFGBench(digits=DIGITS.variants["quick"], guidances=(2.0, 3.0), methods=("piflow_gm", "dmd_lite"),
                   nfe=2, teacher_steps=50)  # fmt: skip
-_FULL = replace(_QUICK, digits=DIGITS.variants["full"], methods=("piflow_gm", "dmd_lite", "x0_regression"),
+_FULL = replace(_QUICK, digits=DIGITS.variants["full"], methods=("piflow_gm", "piflow_dx", "x0_regression", "dmd_lite"),
                 guidances=(1.0, 1.5, 2.0, 3.0, 4.0))  # fmt: skip
 _SMOKE = replace(_QUICK, digits=DIGITS.variants["smoke"], guidances=(1.0, 2.0), methods=("piflow_gm",), teacher_steps=4)
 
