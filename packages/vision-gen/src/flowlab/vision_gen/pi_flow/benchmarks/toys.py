@@ -140,5 +140,5 @@ TOYS = Scenario(
     directions=_DIRECTIONS,
     description="2-D checkerboard and eight Gaussians from exact teachers: pi-Flow GM/DX against x0 regression and "
     "DMD-lite at 1/2/4 NFE (share on a mode, mode coverage, sliced W), the teacher at 4/8/50 Euler steps.",
-    expected_seconds={"smoke": 10, "quick": 150, "full": 1800},
+    expected_seconds={"smoke": 3, "quick": 80, "full": 1800},  # quick: 75-79 s measured; full: a guess
 )
