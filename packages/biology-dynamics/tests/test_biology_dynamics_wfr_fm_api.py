@@ -92,6 +92,12 @@ def test_cli_fit_predict_evaluate(tmp_path):
     assert bad.exit_code == 2 and "iters: expected a positive integer" in bad.output
     bad = runner.invoke(cells_app, ["fit", str(path), "--method", "nope"])
     assert bad.exit_code == 2 and "--method" in bad.output
+    bad = runner.invoke(cells_app, [*args[:3], "--time-key", "nope", "--use-rep", "X_pca"])  # caught: exit 2
+    assert bad.exit_code == 2 and "nope" in bad.output and "Traceback" not in bad.output, bad.output
+    weights = next((tmp_path / "m").rglob("weights.pt"))
+    weights.write_bytes(b"")  # an emptied checkpoint: one clean line, exit 2
+    bad = runner.invoke(cells_app, [*args[:3], "--time-key", "day", "--use-rep", "X_pca"])
+    assert bad.exit_code == 2 and "empty or corrupt" in bad.output, bad.output
 
 
 def test_cells_group_mounts_the_wfr_fm_commands():

@@ -604,3 +604,23 @@ def test_parallel_map_gives_the_in_process_results_and_checks_workers():
     assert parallel_map(pow, [2, 3, 4], [3, 2, 1], workers=2) == expected  # spawned processes, order kept
     with pytest.raises(ValueError, match="workers"):
         parallel_map(pow, [2], [3], workers=0)
+
+
+class _NotATensor:
+    """A class a weights-only load must refuse (pickling it would run arbitrary code on load)."""
+
+
+def test_load_weights_reads_tensors_and_names_every_bad_file(tmp_path):
+    from flowlab.core.train import load_weights
+
+    good = tmp_path / "good.pt"
+    torch.save({"w": torch.ones(2)}, good)
+    assert torch.equal(load_weights(good)["w"], torch.ones(2))
+    torch.save({"obj": _NotATensor()}, tmp_path / "pickled.pt")
+    (tmp_path / "empty.pt").write_bytes(b"")
+    (tmp_path / "garbage.pt").write_bytes(b"not a torch file at all")
+    for file, message in (("missing.pt", "not found"), ("pickled.pt", "objects other than tensors"),
+                          ("empty.pt", "empty or corrupt"), ("garbage.pt", "objects other than tensors")):  # fmt: skip
+        with pytest.raises(ValueError, match=f"weights: .*{file}.*{message}") as info:
+            load_weights(tmp_path / file, name="weights")
+        assert "weights_only=False" not in str(info.value)

@@ -31,6 +31,9 @@ def test_simulate_evaluate_render_round_trip(tmp_path):
     res = runner.invoke(app, ["render", str(roll), "--out", str(tmp_path / "frames"), "--every", "10"])
     assert res.exit_code == 0, res.output
     assert len(list((tmp_path / "frames").glob("*.png"))) >= 2
+    roll.write_bytes(roll.read_bytes()[:100])  # a truncated rollout: one clean line, exit 2
+    res = runner.invoke(app, ["evaluate", str(roll)])
+    assert res.exit_code == 2 and "empty or corrupt" in res.output and "weights_only" not in res.output, res.output
 
 
 @needs_data

@@ -29,3 +29,15 @@ def test_keygen_embed_extract_round_trip(tmp_path):
         app, ["extract", "--key", str(tmp_path / "spherical"), "--latents", str(tmp_path / "spherical.pt")]
     )
     assert res.exit_code != 0 and "not valid JSON" in res.output
+
+
+def test_a_pickled_latents_file_is_refused_in_one_line(tmp_path):
+    """A .pt holding a Python object (it would run code if unpickled fully) gives one clean line, exit 2."""
+    import torch
+
+    run = CliRunner()
+    key, bad = tmp_path / "key", tmp_path / "bad.pt"
+    assert run.invoke(app, ["keygen", "--out", str(key), "--method", "spherical", "--latent", "1x16x16"]).exit_code == 0
+    torch.save({"payload": CliRunner}, bad)
+    res = run.invoke(app, ["extract", "--key", str(key), "--latents", str(bad)])
+    assert res.exit_code == 2 and "objects other than tensors" in res.output and "weights_only" not in res.output

@@ -84,10 +84,13 @@ def predict_cmd(
     times: str | None = typer.Option(None, "--times", help="comma-separated output times"),
 ) -> None:
     """Simulate weighted particles from the cells at --from to the requested times; writes an .h5ad."""
-    model = load_model(model_dir)
-    adata = _read(data, time_key)
-    ts = [float(v) for v in times.split(",")] if times else None
-    sim = model.simulate(adata, t_from=t_from, times=ts, time_key=time_key, use_rep=use_rep)
+    try:
+        model = load_model(model_dir)
+        adata = _read(data, time_key)
+        ts = [float(v) for v in times.split(",")] if times else None
+        sim = model.simulate(adata, t_from=t_from, times=ts, time_key=time_key, use_rep=use_rep)
+    except (ValueError, FileNotFoundError) as err:
+        raise typer.BadParameter(str(err)) from err
     sim.write_h5ad(out)
     typer.echo(f"wrote {sim.n_obs} particles at times {sorted(set(sim.obs['time']))} to {out}")
 
@@ -102,9 +105,12 @@ def evaluate_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """W1 and relative total-mass error per observed time (particles from the first time point)."""
-    model = load_model(model_dir)
-    adata = _read(data, time_key)
-    rows = evaluate_time_points(model, adata, time_key=time_key, use_rep=use_rep)
+    try:
+        model = load_model(model_dir)
+        adata = _read(data, time_key)
+        rows = evaluate_time_points(model, adata, time_key=time_key, use_rep=use_rep)
+    except (ValueError, FileNotFoundError) as err:
+        raise typer.BadParameter(str(err)) from err
     if as_json:
         typer.echo(json.dumps([r.__dict__ for r in rows], indent=2))
     else:

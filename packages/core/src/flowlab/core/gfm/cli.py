@@ -24,6 +24,7 @@ from flowlab.core.gfm.sample import SAMPLERS, sample
 from flowlab.core.gfm.train import GFMConfig, flow_map_for, train_gfm
 from flowlab.core.manifolds import FlatTorus, PoincareBall, Sphere
 from flowlab.core.manifolds.base import Manifold
+from flowlab.core.train.checkpoint import load_weights
 
 app = typer.Typer(help="Generalised Flow Maps: few-step generation on manifolds (S², T^d, Poincaré disk).")
 
@@ -80,7 +81,7 @@ def _load_run(run: Path) -> tuple[Any, dict[str, Any], Dataset]:
     data = load_dataset(meta["data"], seed=meta["seed"], data_root=meta.get("data_root"))
     config = GFMConfig(**{**meta["config"], "hidden": tuple(meta["config"]["hidden"])})
     fm = flow_map_for(data.manifold, config)
-    fm.load_state_dict(torch.load(weights, weights_only=True))
+    fm.load_state_dict(load_weights(weights, name="run"))
     fm.eval()
     return fm, meta, data
 

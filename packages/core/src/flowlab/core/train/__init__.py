@@ -5,6 +5,7 @@ from flowlab.core.train.checkpoint import (
     LoadedCheckpoint,
     latest_checkpoint,
     load_checkpoint,
+    load_weights,
     save_checkpoint,
 )
 from flowlab.core.train.distributed import (
@@ -32,6 +33,7 @@ __all__ = [
     "is_distributed",
     "latest_checkpoint",
     "load_checkpoint",
+    "load_weights",
     "rank_generator",
     "save_checkpoint",
     "shard_batch",

@@ -16,11 +16,13 @@ import functools
 import json
 import logging
 import os
+import pickle
 import platform
 import re
 import shutil
 import subprocess
 import tempfile
+import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -33,7 +35,7 @@ from torch import nn
 from flowlab.core.train.distributed import all_gather_tensor, dist_info, unwrap_model
 from flowlab.core.train.ema import EMA
 
-__all__ = ["LoadedCheckpoint", "latest_checkpoint", "load_checkpoint", "save_checkpoint"]
+__all__ = ["LoadedCheckpoint", "latest_checkpoint", "load_checkpoint", "load_weights", "save_checkpoint"]
 
 logger = logging.getLogger(__name__)
 
@@ -206,6 +208,25 @@ def _resolve(path: str | os.PathLike[str]) -> Path:
     return latest
 
 
+def load_weights(path: str | os.PathLike[str], *, map_location: Any = None, name: str = "path") -> Any:
+    """`torch.load(path, map_location=..., weights_only=True)` with every failure one ValueError naming `name`: a
+    missing file, an empty or corrupt one, or one holding objects other than tensors, numbers and containers (which
+    would need `weights_only=False`: never used here, and never advised)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{name}: {path} not found")
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError:
+        raise ValueError(
+            f"{name}: {path} holds objects other than tensors, or is not a torch file; only plain weights are loaded"
+        ) from None
+    except (EOFError, RuntimeError, OSError, ValueError, zipfile.BadZipFile) as err:
+        raise ValueError(
+            f"{name}: {path} is empty or corrupt, not a torch weights file ({type(err).__name__})"
+        ) from None
+
+
 def load_checkpoint(
     path: str | os.PathLike[str],
     *,
@@ -226,7 +247,7 @@ def load_checkpoint(
     folder = _resolve(path)
     plain = unwrap_model(model)
     device = _model_device(plain) if device is None else torch.device(device)
-    state = torch.load(folder / WEIGHTS, map_location=device, weights_only=True)
+    state = load_weights(folder / WEIGHTS, map_location=device)
     if not isinstance(state, Mapping) or state.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"path: {folder / WEIGHTS} is not a FlowLab checkpoint of format {FORMAT_VERSION}")
     config_path = folder / CONFIG

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 import typer
 
+from flowlab.core.train import load_weights
 from flowlab.crowd_sim.data import SCENES, SPLITS, load_scene
 from flowlab.crowd_sim.envsocial_diff.model import ABLATIONS, SIZES
 
@@ -186,7 +187,10 @@ def render_cmd(
 def _read_rollout(path: Path) -> dict:
     if not path.is_file():
         raise typer.BadParameter(f"{path} not found", param_hint="ROLLOUT")
-    blob = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        blob = load_weights(path, map_location="cpu", name="ROLLOUT")
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="ROLLOUT") from err
     if not isinstance(blob, dict) or not {"positions", "mask", "start", "window", "scene"} <= set(blob):
         raise typer.BadParameter(f"{path}: not a rollout written by `flowlab crowd simulate`", param_hint="ROLLOUT")
     return blob

@@ -16,6 +16,7 @@ import torch
 
 from flowlab.core.schedules import DiscreteVP
 from flowlab.core.solvers import sample_diffusion
+from flowlab.core.train import load_weights
 from flowlab.crowd_sim.envsocial_diff.features import (
     FeatureConfig,
     SceneEnvironment,
@@ -172,7 +173,7 @@ class EnvSocialDiff:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"checkpoint not found: {path}")
-        blob = torch.load(path, map_location="cpu", weights_only=True)
+        blob = load_weights(path, map_location="cpu", name="checkpoint")
         if not isinstance(blob, dict) or blob.get("format") != FORMAT:
             raise ValueError(f"{path}: not an EnvSocial-Diff checkpoint (expected format {FORMAT!r})")
         model = cls(

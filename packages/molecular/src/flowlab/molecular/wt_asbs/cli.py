@@ -14,6 +14,7 @@ from typing import Annotated
 import torch
 import typer
 
+from flowlab.core.train import load_weights
 from flowlab.molecular.wt_asbs.aldp import ALDP_BASINS, aldp_files, basin_df_from_fes, torsion_bias, torsion_cvs
 from flowlab.molecular.wt_asbs.analysis import basin_coverage, delta_f_from_samples, reweight
 from flowlab.molecular.wt_asbs.asbs import ASBS
@@ -163,10 +164,16 @@ def evaluate(
     method = method or cfg.get("method")
     if method not in ("wt_asbs", "asbs", "metad"):
         raise typer.BadParameter(f"unknown method {method!r} (expected wt_asbs|asbs|metad)", param_hint="--method")
-    data = torch.load(run / "samples.pt", weights_only=True)
+    try:
+        data = load_weights(run / "samples.pt", name="--run")
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--run") from err
     s = data["cvs"].double()
     if method == "metad":  # biased trajectory: Delta F from the FES, not from raw samples
-        fes = torch.load(run / "fes.pt", weights_only=True)["fes"].numpy()
+        try:
+            fes = load_weights(run / "fes.pt", name="--run")["fes"].numpy()
+        except ValueError as err:
+            raise typer.BadParameter(str(err), param_hint="--run") from err
         report = {"method": method, "system": "aldp", "energy_evals": cfg["energy_evals"]}
         report.update({f"{k}_kjmol": v for k, v in basin_df_from_fes(fes, cfg["kT"]).items()})
         typer.echo(json.dumps(report))

@@ -132,7 +132,10 @@ def evaluate_cmd(
     meta = json.loads(meta_path.read_text())
     agent = make_agent(AgentConfig.from_mapping(meta["agent"]), **meta["spaces"])
     online = meta.get("online", False)  # an offline-to-online run: evaluate the fine-tuned weights
-    load_checkpoint(run / "online" if online else run, model=agent, device="cpu", restore_rng=False)
+    try:
+        load_checkpoint(run / "online" if online else run, model=agent, device="cpu", restore_rng=False)
+    except (ValueError, FileNotFoundError) as err:
+        _fail(str(err))
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         if meta["env"] == "chain":

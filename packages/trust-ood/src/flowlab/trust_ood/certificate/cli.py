@@ -74,7 +74,7 @@ def certify(
         _fail(f"--variant: expected one of x&y, x, y|x (the trained models), got {variant!r}")
     try:
         models = load_study(run, device=device)
-    except FileNotFoundError as err:
+    except (FileNotFoundError, ValueError) as err:
         _fail(str(err))
     cfg = models.config
     dens = DensityModels(joint=models.joint, input=models.input)
@@ -101,7 +101,7 @@ def evaluate(
     """Score every OOD family with the certificate and the baselines; print AUROC/ACC/FPR/Spearman tables."""
     try:
         models = load_study(run, device=device)
-    except FileNotFoundError as err:
+    except (FileNotFoundError, ValueError) as err:
         _fail(str(err))
     if per_family is not None:
         if per_family < 2:

@@ -16,6 +16,7 @@ from torch import nn
 
 from flowlab.core.config import Config
 from flowlab.core.metrics import pearson, spearman
+from flowlab.core.train import load_weights
 from flowlab.trust_ood.certificate.baselines import ensemble_score, mc_dropout_score, score_norm_statistic
 from flowlab.trust_ood.certificate.joint_model import JointScoreModel, train_score_model
 from flowlab.trust_ood.certificate.metrics import acc_fpr_at_threshold, auroc, relative_l1
@@ -264,7 +265,7 @@ def save_study(models: StudyModels, directory) -> None:
 
 
 def load_study(directory, *, device="cpu") -> StudyModels:
-    """Read back what `save_study` wrote (`torch.load(..., weights_only=True)`)."""
+    """Read back what `save_study` wrote (`load_weights`: tensors only; a corrupt file is a ValueError)."""
     import json
     from pathlib import Path
 
@@ -275,7 +276,7 @@ def load_study(directory, *, device="cpu") -> StudyModels:
     cfg = StudyConfig.from_mapping(meta["study"])
 
     def load(module: nn.Module, name: str) -> nn.Module:
-        module.load_state_dict(torch.load(src / name, map_location=device, weights_only=True))
+        module.load_state_dict(load_weights(src / name, map_location=device, name="run"))
         return module.to(device).eval()
 
     members = [load(cfg.make_regressor(), f"regressor_{i}.pt") for i in range(cfg.ensemble_size)]

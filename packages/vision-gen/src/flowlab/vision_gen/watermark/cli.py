@@ -14,6 +14,8 @@ from typing import Annotated
 import torch
 import typer
 
+from flowlab.core.train import load_weights
+
 app = typer.Typer(help="Latent watermarks for diffusion models: Spherical Watermark, Gaussian Shading, Tree-Ring.")
 
 _METHODS = ("spherical", "gaussian_shading", "tree_ring")
@@ -32,7 +34,10 @@ def _shape(text: str) -> tuple[int, ...]:
 def _load_tensor(path: Path, name: str) -> torch.Tensor:
     if not path.is_file():
         raise typer.BadParameter(f"{name}: file {path} not found")
-    obj = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        obj = load_weights(path, map_location="cpu", name=name)
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from err
     if not isinstance(obj, torch.Tensor):
         raise typer.BadParameter(f"{name}: {path} does not hold a single tensor")
     return obj
