@@ -65,3 +65,13 @@ def test_bad_invocations_name_the_problem(tmp_path):
     for args, message in cases:
         res = runner.invoke(app, args)
         assert res.exit_code == 2 and message in " ".join(res.output.replace("│", " ").split()), res.output
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [(["simulate", "--scene", "gc", "--baseline", "cv", "--steps", "-5"], "--steps"),
+     (["render", "nowhere.pt", "--every", "0"], "--every")],
+)  # fmt: skip
+def test_out_of_range_counts_fail_before_any_work(args, option):
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2 and option in res.output, res.output

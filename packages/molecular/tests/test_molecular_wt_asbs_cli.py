@@ -6,6 +6,7 @@ import json
 import math
 from dataclasses import replace
 
+import pytest
 import torch
 from typer.testing import CliRunner
 
@@ -70,3 +71,13 @@ def test_cli_toy_sample_then_evaluate_with_each_weighting(tmp_path, monkeypatch)
     (tmp_path / "on" / "samples.pt").write_bytes(b"")  # an emptied samples file: one clean line, exit 2
     res = runner.invoke(app, ["evaluate", str(tmp_path / "on")])
     assert res.exit_code == 2 and "empty or corrupt" in res.output, res.output
+
+
+def test_metad_settings_are_checked_before_openmm_runs():
+    from flowlab.molecular.wt_asbs.reference import openmm_wtmetad
+
+    cases = [({"steps": 0}, "steps"), ({"steps": 1000, "bias_factor": -1.0}, "bias_factor"),
+             ({"steps": 1000, "height": math.nan}, "height"), ({"steps": 1000, "height": -5.0}, "height")]  # fmt: skip
+    for kw, name in cases:
+        with pytest.raises(ValueError, match=f"^{name}:"):
+            openmm_wtmetad("missing.prmtop", "missing.inpcrd", **kw)

@@ -123,3 +123,8 @@ def test_marl_commands_refuse_bad_input_with_one_line_and_exit_code_2(tmp_path):
     weights = next((tmp_path / "r" / "policy").glob("step-*")) / "weights.pt"
     weights.write_bytes(b"garbage")
     fails(["marl-evaluate", "--run", str(tmp_path / "r")], "corrupt")
+
+
+def test_evaluate_refuses_zero_episodes_before_any_work(tmp_path):
+    res = runner.invoke(app, ["evaluate", "--run", str(tmp_path), "--episodes", "0"])
+    assert res.exit_code == 2 and "--episodes" in res.output and "n_envs" not in res.output, res.output

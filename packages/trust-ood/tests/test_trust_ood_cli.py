@@ -53,3 +53,10 @@ def test_bad_options_and_missing_runs_fail_clearly(tmp_path):
     assert res.exit_code == 2 and "config.json missing" in res.output
     res = runner.invoke(app, ["certify", "--run", str(tmp_path), "--variant", "y"])
     assert res.exit_code == 2 and "--variant" in res.output
+
+
+def test_zero_pairs_and_zero_count_fail_before_any_work(tmp_path):
+    res = runner.invoke(app, ["train", "--out", str(tmp_path / "r"), "--pairs", "0"])
+    assert res.exit_code == 2 and "--pairs" in res.output, res.output
+    res = runner.invoke(app, ["certify", "--run", str(tmp_path / "r"), "--count", "0"])
+    assert res.exit_code == 2 and "--count" in res.output, res.output

@@ -41,3 +41,14 @@ def test_a_pickled_latents_file_is_refused_in_one_line(tmp_path):
     torch.save({"payload": CliRunner}, bad)
     res = run.invoke(app, ["extract", "--key", str(key), "--latents", str(bad)])
     assert res.exit_code == 2 and "objects other than tensors" in res.output and "weights_only" not in res.output
+
+
+def test_out_of_range_counts_and_rates_fail_in_one_line(tmp_path):
+    run = CliRunner()
+    key = tmp_path / "key"
+    assert run.invoke(app, ["keygen", "--out", str(key), "--method", "spherical", "--latent", "1x16x16"]).exit_code == 0
+    for n in ("0", "-3"):
+        res = run.invoke(app, ["embed", "--key", str(key), "--out", str(tmp_path / "z.pt"), "--n", n])
+        assert res.exit_code == 2 and "--n" in res.output and not (tmp_path / "z.pt").exists(), res.output
+    res = run.invoke(app, ["extract", "--key", str(key), "--latents", str(tmp_path / "z.pt"), "--fpr", "1.5"])
+    assert res.exit_code == 2 and "--fpr" in res.output, res.output

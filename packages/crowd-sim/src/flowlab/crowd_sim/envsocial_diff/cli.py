@@ -113,7 +113,7 @@ def simulate_cmd(
     checkpoint: Path | None = typer.Option(None, "--checkpoint", help="a model written by `flowlab crowd train`"),
     baseline: str | None = typer.Option(None, "--baseline", help="sfm | cv instead of a model"),
     window: str = typer.Option("test", "--window", help="a split name or a window name (e.g. time162-216)"),
-    steps: int | None = typer.Option(None, "--steps", help="frames to simulate (default: the whole window)"),
+    steps: int | None = typer.Option(None, "--steps", min=1, help="frames to simulate (default: the whole window)"),
     replicas: int = typer.Option(1, "--replicas", help="independent samples, batched"),
     sampler: str = typer.Option("ddpm", "--sampler", help="ddpm | ddim"),
     sample_steps: int | None = typer.Option(None, "--sample-steps", help="DDIM steps"),
@@ -169,7 +169,7 @@ def evaluate_cmd(
 def render_cmd(
     rollout: Path = typer.Argument(..., help="a file written by `flowlab crowd simulate`"),
     out: Path = typer.Option(Path("rollout.gif"), "--out", help="a .gif animation, or a folder of PNG frames"),
-    every: int = typer.Option(5, "--every", help="draw every n-th frame"),
+    every: int = typer.Option(5, "--every", min=1, help="draw every n-th frame"),
     data: Path | None = typer.Option(None, "--data"),
     frame: str = typer.Option("published", "--frame"),
 ) -> None:

@@ -109,7 +109,12 @@ def metad(
     if system != "aldp":
         raise typer.BadParameter("only aldp (toys: see `flowlab bench --only mol.wt_asbs.toy`)", param_hint="--system")
     prmtop, inpcrd = aldp_files(data_root)
-    res = openmm_wtmetad(prmtop, inpcrd, steps=steps, solvent="OBC1", bias_factor=bias_factor, height=height, seed=seed)
+    try:
+        res = openmm_wtmetad(
+            prmtop, inpcrd, steps=steps, solvent="OBC1", bias_factor=bias_factor, height=height, seed=seed
+        )
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from err
     out.mkdir(parents=True, exist_ok=True)
     torch.save({"fes": torch.as_tensor(res.fes)}, out / "fes.pt")
     torch.save({"cvs": torch.as_tensor(res.cvs)}, out / "samples.pt")

@@ -146,6 +146,12 @@ def openmm_wtmetad(
     platform: str = "CPU",
 ) -> MetadResult:
     """OpenMM well-tempered metadynamics over (phi, psi), 2 fs LangevinMiddle, HBonds; FES from getFreeEnergy()."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < record_every:
+        raise ValueError(f"steps: expected at least record_every={record_every} MD steps, got {steps!r}")
+    if not (math.isfinite(bias_factor) and bias_factor > 1):
+        raise ValueError(f"bias_factor: expected a finite well-tempered bias factor > 1, got {bias_factor!r}")
+    if not (math.isfinite(height) and height > 0):
+        raise ValueError(f"height: expected a positive hill height in kJ/mol, got {height!r}")
     from openmm import app, unit
 
     def metadynamics(system):

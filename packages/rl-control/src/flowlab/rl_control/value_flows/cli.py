@@ -120,7 +120,7 @@ def train_cmd(
 @app.command("evaluate")
 def evaluate_cmd(
     run: Path = typer.Option(..., help="a folder written by `flowlab rl train`"),
-    episodes: int = typer.Option(20),
+    episodes: int = typer.Option(20, min=1),
     seed: int = typer.Option(0),
 ) -> None:
     """Chain runs: W1 to Monte-Carlo returns and the spread-std Spearman; control runs: normalised return."""

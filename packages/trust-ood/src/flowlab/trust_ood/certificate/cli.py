@@ -36,7 +36,7 @@ def train(
     pde: str = typer.Option("heat", help=f"one of {PDES}"),
     out: Path = typer.Option(..., help="folder for the trained models"),
     n: int = typer.Option(32, help="grid size"),
-    pairs: int = typer.Option(2000, help="training pairs"),
+    pairs: int = typer.Option(2000, min=1, help="training pairs"),
     regressor_steps: int = typer.Option(600),
     score_steps: int = typer.Option(1200),
     regressor: str = typer.Option("fno", help=f"Psi's backbone, one of {REGRESSORS}"),
@@ -62,7 +62,7 @@ def train(
 def certify(
     run: Path = typer.Option(..., help="folder written by `flowlab trust train`"),
     family: str = typer.Option("param_shift", help=f"one of {FAMILIES}"),
-    count: int = typer.Option(8, help="samples to certify"),
+    count: int = typer.Option(8, min=1, help="samples to certify"),
     variant: str = typer.Option("x&y", help=f"one of {VARIANTS[:2] + VARIANTS[3:4]}"),
     seed: int = typer.Option(1),
     device: str = typer.Option("cpu"),

@@ -107,7 +107,7 @@ def embed(
     key: Annotated[Path, typer.Option(help="Key folder.")],
     out: Annotated[Path, typer.Option(help="Output .pt of watermarked latents (B, *latent_shape).")],
     messages: Annotated[Path | None, typer.Option(help=".pt of (B, l_m) bits; default random.")] = None,
-    n: Annotated[int, typer.Option(help="Number of latents when --messages is not given.")] = 1,
+    n: Annotated[int, typer.Option(min=1, help="Number of latents when --messages is not given.")] = 1,
     seed: Annotated[int, typer.Option(help="Seed of the per-image randomness.")] = 0,
 ) -> None:
     """Watermarked initial latents (use them as the sampler's x_T, e.g. pipe(..., latents=...))."""
@@ -139,6 +139,8 @@ def extract(
     fpr: Annotated[float, typer.Option(help="False-positive rate of the detection threshold.")] = 0.01,
 ) -> None:
     """Decode bits (and detect against --message) from recovered latents; prints JSON."""
+    if not 0 < fpr < 1:
+        raise typer.BadParameter(f"expected a false-positive rate in (0, 1), got {fpr}", param_hint="--fpr")
     from flowlab.vision_gen.watermark import GaussianShading, TreeRing
 
     wm = _key(key)
@@ -169,7 +171,7 @@ def evaluate(
     protocol: Annotated[str, typer.Option(help="stats | speed")] = "stats",
     scheme: Annotated[str, typer.Option(help="Scheme for stats (see evaluate.SCHEMES) or 'all'.")] = "all",
     message: Annotated[str, typer.Option(help="Spherical: random | fixed (shortcut for the scheme).")] = "random",
-    n: Annotated[int, typer.Option(help="Samples for the statistics.")] = 1000,
+    n: Annotated[int, typer.Option(min=2, help="Samples for the statistics.")] = 1000,
     latent: Annotated[str, typer.Option(help="4x64x64 or 1x16x16.")] = "4x64x64",
     seed: Annotated[int, typer.Option()] = 0,
 ) -> None:
