@@ -58,6 +58,7 @@ def test_cli_fit_predict_evaluate(tmp_path):
     res = runner.invoke(cells_app, [*args, "--out", str(tmp_path / "m"), "--write-h5ad", str(tmp_path / "a.h5ad")])
     assert res.exit_code == 0, res.output
     assert "growth_wfr_fm" in ad.read_h5ad(tmp_path / "a.h5ad").obs
+    assert [p.name for p in (tmp_path / "m").glob("step-*")] == ["step-000000010"]  # named for its 10 iterations
     res = runner.invoke(
         cells_app,
         [

@@ -201,6 +201,8 @@ def test_cli_train_sample_evaluate_round_trip(tmp_path: Path):
     assert {"mmd_nfe1", "mmd_nfe2", "nll", "kl"} <= set(metrics)
     res = runner.invoke(app, ["train", "--data", "earth:nowhere", "--out", str(run)])
     assert res.exit_code == 2 and "data" in res.output
+    res = runner.invoke(app, ["sample", "--run", str(run), "--out", str(tmp_path / "x.txt"), "--n", "5"])
+    assert res.exit_code == 2 and ".pt" in res.output and not (tmp_path / "x.txt").exists(), res.output
     (run / "model.pt").write_bytes(b"not a torch file")  # corrupt weights: one clean line, exit 2
     res = runner.invoke(app, ["sample", "--run", str(run), "--out", str(tmp_path / "y.csv"), "--n", "5"])
     assert res.exit_code == 2 and "model.pt" in res.output and "weights_only" not in res.output, res.output

@@ -81,3 +81,11 @@ def test_metad_settings_are_checked_before_openmm_runs():
     for kw, name in cases:
         with pytest.raises(ValueError, match=f"^{name}:"):
             openmm_wtmetad("missing.prmtop", "missing.inpcrd", **kw)
+
+
+def test_reports_write_unreached_basins_as_null_so_the_json_stays_valid():
+    from flowlab.molecular.wt_asbs.cli import finite_json
+
+    report = {"dF": math.nan, "fractions": {"a": math.inf, "b": 0.5}, "counts": [1, -math.inf]}
+    text = json.dumps(finite_json(report), allow_nan=False)
+    assert json.loads(text) == {"dF": None, "fractions": {"a": None, "b": 0.5}, "counts": [1, None]}

@@ -303,7 +303,7 @@ class TimeCourseModel(ABC):
         fields, _ = self._require_fit()
         meta = self._meta()
         return save_checkpoint(
-            path, model=fields, step=0, samples_seen=0, model_kwargs={"dim": meta["dim"]}, config=meta
+            path, model=fields, step=self.config.iters, samples_seen=0, model_kwargs={"dim": meta["dim"]}, config=meta
         )
 
     @classmethod

@@ -138,6 +138,8 @@ def sample_cmd(
 ) -> None:
     """Draw N samples with NFE steps; writes ambient coordinates (sphere: unit vectors, torus: angles)."""
     try:
+        if out.suffix not in (".pt", ".csv"):
+            raise ValueError(f"out: expected a .pt (tensor) or .csv file, got {out.name!r}")
         if sampler not in SAMPLERS:
             raise ValueError(f"sampler: expected one of {SAMPLERS}, got {sampler!r}")
         fm, _, ds = _load_run(run)

@@ -8,6 +8,7 @@ log importance weights), state.pt
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -93,6 +94,17 @@ def sample(
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))
     typer.echo(json.dumps(config))
+
+
+def finite_json(value):
+    """`value` with every non-finite float (a basin no sample reached) as None, so the report is valid JSON."""
+    if isinstance(value, dict):
+        return {k: finite_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_json(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 @app.command()
@@ -181,7 +193,7 @@ def evaluate(
             raise typer.BadParameter(str(err), param_hint="--run") from err
         report = {"method": method, "system": "aldp", "energy_evals": cfg["energy_evals"]}
         report.update({f"{k}_kjmol": v for k, v in basin_df_from_fes(fes, cfg["kT"]).items()})
-        typer.echo(json.dumps(report))
+        typer.echo(json.dumps(finite_json(report)))
         return
     weights, w = _sample_weights(data, cfg, method, weights)
     report = {"method": method, "system": cfg["system"], "energy_evals": cfg["energy_evals"], "weights": weights}
@@ -200,4 +212,4 @@ def evaluate(
         pot = make_toy(cfg["system"])
         report["dF_kT"] = delta_f_from_samples(s[:, 0], a, b, weights=w)
         report["basins_found"], report["basin_counts"] = basin_coverage(data["x"], pot.minima, pot.basin_radius)
-    typer.echo(json.dumps(report))
+    typer.echo(json.dumps(finite_json(report)))
