@@ -620,7 +620,7 @@ def test_load_weights_reads_tensors_and_names_every_bad_file(tmp_path):
     (tmp_path / "empty.pt").write_bytes(b"")
     (tmp_path / "garbage.pt").write_bytes(b"not a torch file at all")
     for file, message in (("missing.pt", "not found"), ("pickled.pt", "objects other than tensors"),
-                          ("empty.pt", "empty or corrupt"), ("garbage.pt", "objects other than tensors")):  # fmt: skip
+                          ("empty.pt", "empty or corrupt"), ("garbage.pt", "corrupt")):  # fmt: skip
         with pytest.raises(ValueError, match=f"weights: .*{file}.*{message}") as info:
             load_weights(tmp_path / file, name="weights")
         assert "weights_only=False" not in str(info.value)

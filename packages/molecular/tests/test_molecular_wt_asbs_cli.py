@@ -70,7 +70,7 @@ def test_cli_toy_sample_then_evaluate_with_each_weighting(tmp_path, monkeypatch)
     assert res.exit_code != 0 and "--weights" in res.output
     (tmp_path / "on" / "samples.pt").write_bytes(b"")  # an emptied samples file: one clean line, exit 2
     res = runner.invoke(app, ["evaluate", str(tmp_path / "on")])
-    assert res.exit_code == 2 and "empty or corrupt" in res.output, res.output
+    assert res.exit_code == 2 and "corrupt" in res.output, res.output
 
 
 def test_metad_settings_are_checked_before_openmm_runs():

@@ -219,7 +219,7 @@ def load_weights(path: str | os.PathLike[str], *, map_location: Any = None, name
         return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError:
         raise ValueError(
-            f"{name}: {path} holds objects other than tensors, or is not a torch file; only plain weights are loaded"
+            f"{name}: {path} is corrupt or holds objects other than tensors; only plain weights are loaded"
         ) from None
     except (EOFError, RuntimeError, OSError, ValueError, zipfile.BadZipFile) as err:
         raise ValueError(
