@@ -106,3 +106,15 @@ def test_cells_group_mounts_the_wfr_fm_commands():
     assert names == ["fit", "predict", "evaluate"]
     res = CliRunner().invoke(cells_app, ["--help"])
     assert res.exit_code == 0 and all(name in res.output for name in names)
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [("empty.csv", b""), ("header.csv", b"day,x1\n0,1.0\n"), ("text.csv", b"samples,x1\n0,abc\n1,def\n"),
+     ("empty.h5ad", b"")],
+)  # fmt: skip
+def test_fit_refuses_unreadable_time_courses_in_one_line(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_bytes(content)
+    res = CliRunner().invoke(cells_app, ["fit", str(path), "--iters", "2", "--out", str(tmp_path / "m")])
+    assert res.exit_code == 2 and "DATA" in res.output and "Traceback" not in res.output, res.output

@@ -89,3 +89,13 @@ def test_reports_write_unreached_basins_as_null_so_the_json_stays_valid():
     report = {"dF": math.nan, "fractions": {"a": math.inf, "b": 0.5}, "counts": [1, -math.inf]}
     text = json.dumps(finite_json(report), allow_nan=False)
     assert json.loads(text) == {"dF": None, "fractions": {"a": None, "b": 0.5}, "counts": [1, None]}
+
+
+def test_evaluate_refuses_a_config_without_its_keys(tmp_path):
+    runner = CliRunner()
+    (tmp_path / "config.json").write_text(json.dumps({"method": "asbs", "kT": 1.0}))
+    res = runner.invoke(app, ["evaluate", str(tmp_path)])
+    assert res.exit_code == 2 and "system" in res.output and "KeyError" not in res.output, res.output
+    (tmp_path / "config.json").write_text("{")
+    res = runner.invoke(app, ["evaluate", str(tmp_path)])
+    assert res.exit_code == 2 and "JSON" in res.output, res.output

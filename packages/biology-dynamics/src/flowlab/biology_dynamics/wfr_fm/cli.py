@@ -22,12 +22,18 @@ app = typer.Typer(help="WFR-FM: unbalanced single-cell dynamics (velocity + grow
 def _read(path: Path, time_key: str) -> ad.AnnData:
     if not path.is_file():
         raise typer.BadParameter(f"{path} not found", param_hint="DATA")
-    if path.suffix == ".csv":
-        adata = read_time_series_csv(path)
-        if time_key != "time":
-            adata.obs[time_key] = adata.obs["time"]
-        return adata
-    return ad.read_h5ad(path)
+    try:
+        if path.suffix == ".csv":
+            adata = read_time_series_csv(path)
+            if time_key != "time":
+                adata.obs[time_key] = adata.obs["time"]
+        else:
+            adata = ad.read_h5ad(path)
+    except (ValueError, KeyError, OSError) as err:  # empty, wrong header, text values, not an HDF5 file
+        raise typer.BadParameter(f"{path}: not a readable time course ({err})", param_hint="DATA") from err
+    if adata.n_obs == 0:
+        raise typer.BadParameter(f"{path}: holds no cells", param_hint="DATA")
+    return adata
 
 
 @app.command("fit")

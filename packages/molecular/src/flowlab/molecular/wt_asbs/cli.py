@@ -177,7 +177,15 @@ def evaluate(
     cfg_path = run / "config.json"
     if not cfg_path.is_file():
         raise typer.BadParameter(f"no config.json in {run}", param_hint="RUN")
-    cfg = json.loads(cfg_path.read_text())
+    try:
+        cfg = json.loads(cfg_path.read_text())
+    except json.JSONDecodeError as err:
+        raise typer.BadParameter(f"{cfg_path} is not valid JSON ({err})", param_hint="RUN") from err
+    missing = sorted({"system", "kT", "energy_evals"} - set(cfg)) if isinstance(cfg, dict) else ["a JSON object"]
+    if missing:
+        raise typer.BadParameter(
+            f"{cfg_path} lacks {', '.join(missing)} (written by `sample` or `metad`)", param_hint="RUN"
+        )
     method = method or cfg.get("method")
     if method not in ("wt_asbs", "asbs", "metad"):
         raise typer.BadParameter(f"unknown method {method!r} (expected wt_asbs|asbs|metad)", param_hint="--method")
