@@ -164,3 +164,14 @@ def test_family_specific_views_are_refused():
         teacher.velocity()
     with pytest.raises(ValueError, match="family: denoiser needs a teacher of family edm"):
         DigitsTeacher(TeacherConfig(family="rf", **TINY)).denoiser()
+
+
+def test_given_noise_is_the_generators_noise_and_exactly_one_is_asked_for(trained):
+    teacher, labels = trained["rf"], torch.arange(8) % 10
+    drawn = teacher.sample(labels, steps=4, sampler="euler", generator=torch.Generator().manual_seed(1))
+    noise = torch.randn((8, 1, 8, 8), generator=torch.Generator().manual_seed(1))
+    assert torch.equal(teacher.sample(labels, steps=4, sampler="euler", noise=noise), drawn)
+    with pytest.raises(ValueError, match="generator, noise"):
+        teacher.sample(labels, steps=4)
+    with pytest.raises(ValueError, match="noise"):
+        teacher.sample(labels, steps=4, noise=noise[:, :, :4])

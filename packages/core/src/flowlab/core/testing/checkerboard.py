@@ -5,7 +5,7 @@ Data x_1 is uniform on the 8 unit squares [i, i + 1] x [j, j + 1], i, j in {-2, 
 is, per square, a product of normals N(x / t, ((1 - t) / t)^2) truncated to the square's sides, so E[x_1 | x_t] is a
 weighted sum of truncated-normal means with weights the products of the sides' normal masses. Evaluated in float64
 through log-CDF differences (stable in the tails) and cast back to the input dtype; t is clamped to
-[1e-4, 1 - 1e-7], where the posterior is uniform over the board to within 1e-8.
+[1e-4, 1 - 1e-7] (at t = 0 the clamp moves E[x_1 | x_t] off the board's mean by at most 2e-3 for |x| < 10).
 """
 
 from __future__ import annotations

@@ -135,11 +135,13 @@ class DigitsTeacher(nn.Module):
         steps: int,
         sampler: str | None = None,
         guidance: float = 1.0,
-        generator: torch.Generator,
+        generator: torch.Generator | None = None,
+        noise: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Class-conditional samples (B, 1, size, size) in about [-1, 1] for labels (B,), from noise drawn with
-        `generator` (on the teacher's device); `steps` sampler steps (the EDM sampler's Heun steps cost 2 steps
-        - 1 evaluations); `sampler` one of SAMPLERS[family] (default the family's own)."""
+        `generator` or given as `noise` (B, 1, size, size) (one of the two; noise is moved to the teacher's
+        device), so several samplers or students can share it; `steps` sampler steps (the EDM sampler's Heun
+        steps cost 2 steps - 1 evaluations); `sampler` one of SAMPLERS[family] (default the family's own)."""
         sampler = SAMPLERS[self.family][0] if sampler is None else sampler
         if sampler not in SAMPLERS[self.family]:
             raise ValueError(f"sampler: expected one of {SAMPLERS[self.family]} for a {self.family} teacher")
@@ -150,7 +152,14 @@ class DigitsTeacher(nn.Module):
             raise ValueError(f"labels: expected a tensor of class labels (B,), got {type(labels).__name__}")
         labels = check_labels(labels, labels.shape[0], self.net.num_classes).to(device)
         size = self.config.size
-        noise = torch.randn((labels.shape[0], 1, size, size), generator=generator, device=generator.device).to(device)
+        if (generator is None) == (noise is None):
+            raise ValueError("generator, noise: give exactly one (noise is drawn with the generator, or given)")
+        if noise is None:
+            noise = torch.randn((labels.shape[0], 1, size, size), generator=generator, device=generator.device)
+        elif not isinstance(noise, torch.Tensor) or tuple(noise.shape) != (labels.shape[0], 1, size, size):
+            got = tuple(noise.shape) if isinstance(noise, torch.Tensor) else type(noise).__name__
+            raise ValueError(f"noise: expected shape ({labels.shape[0]}, 1, {size}, {size}), got {got}")
+        noise = noise.to(device)
         with torch.inference_mode():
             if self.family == "ddpm":
                 grid = trailing(self.schedule, steps, device=device)

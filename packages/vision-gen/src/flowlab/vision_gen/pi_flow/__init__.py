@@ -6,7 +6,7 @@ from flowlab.vision_gen.pi_flow.objective import pi_id_loss, segment_grid
 from flowlab.vision_gen.pi_flow.sample import sample_piflow
 from flowlab.vision_gen.pi_flow.scheduler import PiFlowPipeline, PiFlowScheduler
 from flowlab.vision_gen.pi_flow.store import load_student, save_student
-from flowlab.vision_gen.pi_flow.train import distill
+from flowlab.vision_gen.pi_flow.train import distill, distill_digits, resampling_batches
 
 __all__ = [
     "METHODS",
@@ -16,9 +16,11 @@ __all__ = [
     "Student",
     "digits_student",
     "distill",
+    "distill_digits",
     "load_student",
     "make_head",
     "pi_id_loss",
+    "resampling_batches",
     "sample_piflow",
     "save_student",
     "segment_grid",

@@ -63,11 +63,10 @@ def distill(
 ) -> None:
     """Distil a student from the kit's rf digits teacher (the shared one by default, built into the cache on first
     use); resumes from OUT/ckpt when interrupted."""
-    from flowlab.vision_gen.kit.data import load_digits_images
     from flowlab.vision_gen.kit.teachers import TeacherConfig, digits_teacher
-    from flowlab.vision_gen.pi_flow.model import PiFlowConfig, digits_student
+    from flowlab.vision_gen.pi_flow.model import PiFlowConfig
     from flowlab.vision_gen.pi_flow.store import save_student
-    from flowlab.vision_gen.pi_flow.train import distill as run
+    from flowlab.vision_gen.pi_flow.train import distill_digits
 
     dev = _device(device)
     for value, name in ((steps, "--steps"), (teacher_dim, "--teacher-dim"), (teacher_depth, "--teacher-depth"),
@@ -81,18 +80,7 @@ def distill(
     except ValueError as err:
         raise typer.BadParameter(str(err)) from err
     teacher = digits_teacher(teacher_config, device=dev)
-    data = load_digits_images(size, split="train")
-    images, labels = data.x.to(dev), data.y.to(dev)
-
-    def batches(step, g):
-        import torch
-
-        idx = torch.randint(0, images.shape[0], (config.batch_size,), generator=g).to(dev)
-        return images[idx], {"y": labels[idx]}
-
-    fake = teacher.net if method == "dmd_lite" else None
-    student = run(config, digits_student(config, teacher), teacher.velocity(guidance), batches, fake=fake, device=dev,
-                  progress=True, ckpt_dir=out / "ckpt")  # fmt: skip
+    student = distill_digits(config, teacher, device=dev, progress=True, ckpt_dir=out / "ckpt")
     save_student(out, student, config, teacher_config)
     typer.echo(f"wrote {method} student to {out}")
 
@@ -143,8 +131,6 @@ def evaluate(
     """Quality, diversity and teacher alignment of a student at each NFE, as JSON lines."""
     import torch
 
-    from flowlab.core.grids import uniform
-    from flowlab.core.solvers import solve_ode
     from flowlab.vision_gen.kit.teachers import digits_teacher
     from flowlab.vision_gen.pi_flow.evaluate import digits_measures
     from flowlab.vision_gen.pi_flow.sample import sample_piflow
@@ -158,9 +144,7 @@ def evaluate(
     size = teacher_config.size
     noise = torch.randn(n, 1, size, size, generator=torch.Generator().manual_seed(seed)).to(dev)
     y = (torch.arange(n) % 10).to(dev)
-    with torch.inference_mode():
-        reference = solve_ode(teacher.velocity(config.guidance), noise, uniform(teacher_steps, device=dev),
-                              method="euler", y=y).cpu()  # fmt: skip
+    reference = teacher.sample(y, steps=teacher_steps, sampler="euler", guidance=config.guidance, noise=noise).cpu()
     for k in nfes:
         x = sample_piflow(model, noise, nfe=k, substeps_per_unit=config.substeps_per_unit, y=y).cpu()
         row = digits_measures(x, y.cpu(), reference, repeats=3, seed=seed)

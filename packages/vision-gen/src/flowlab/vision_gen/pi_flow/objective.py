@@ -18,6 +18,8 @@ import torch
 
 from flowlab.core.flowmaps import GMPolicy, average_velocity, rollout
 from flowlab.core.losses import dmd_loss, fake_score_loss
+from flowlab.core.paths import AffinePath
+from flowlab.core.schedules import CondOT
 from flowlab.core.validation import check_tensor, expand_like
 from flowlab.vision_gen.pi_flow.model import PiFlowConfig, Student
 
@@ -71,7 +73,7 @@ def draw_segments(
 
 def _forward_diffused(x_1: torch.Tensor, t: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     eps = torch.randn(x_1.shape, generator=generator, device=generator.device).to(x_1)
-    return expand_like(t, x_1) * x_1 + expand_like(1 - t, x_1) * eps
+    return AffinePath(CondOT()).sample(eps, x_1, t).x_t
 
 
 def _source(config: PiFlowConfig, x_1: torch.Tensor, generator: torch.Generator):
@@ -122,15 +124,21 @@ def pi_id_loss(
     return config.rescale * total / config.num_intermediate
 
 
+class _FieldPolicy:
+    """A velocity field with fixed conditions as a `Policy`, so the core `rollout` integrates it."""
+
+    def __init__(self, field: Any, cond: dict[str, Any]) -> None:
+        self.field, self.cond = field, cond
+
+    def velocity(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return self.field(x=x, t=t, **self.cond)
+
+
 def teacher_endpoint(teacher: Any, x: torch.Tensor, t: torch.Tensor, steps_per_unit: int, **cond: Any):
-    """The teacher ODE's endpoint at t = 1 from x: (B, ...) at times t: (B,), by Euler steps on per-sample uniform
-    grids (round((1 - min t) steps_per_unit) of them, at least 1)."""
-    n = max(1, round(float((1 - t).max()) * steps_per_unit))
+    """The teacher ODE's endpoint at t = 1 from x: (B, ...) at times t: (B,): the core `rollout`'s Euler steps on
+    per-sample uniform grids (round((1 - min t) steps_per_unit) of them, at least 1)."""
     with torch.no_grad():
-        for i in range(n):
-            t_i = torch.lerp(t, torch.ones_like(t), i / n)
-            x = x + expand_like((1 - t) / n, x) * teacher(x=x, t=t_i, **cond)
-    return x
+        return rollout(_FieldPolicy(teacher, cond), x, t, 1.0, substeps_per_unit=steps_per_unit)
 
 
 def x0_regression_loss(

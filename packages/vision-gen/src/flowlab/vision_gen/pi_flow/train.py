@@ -10,8 +10,10 @@ from typing import Any
 
 import torch
 
+from flowlab.vision_gen.kit.data import load_digits_images
+from flowlab.vision_gen.kit.teachers import DigitsTeacher
 from flowlab.vision_gen.kit.train import fit_with_ema
-from flowlab.vision_gen.pi_flow.model import PiFlowConfig, Student
+from flowlab.vision_gen.pi_flow.model import PiFlowConfig, Student, digits_student
 from flowlab.vision_gen.pi_flow.objective import (
     DMDPair,
     dmd_lite_loss,
@@ -20,10 +22,21 @@ from flowlab.vision_gen.pi_flow.objective import (
     x0_regression_loss,
 )
 
-__all__ = ["Batches", "distill"]
+__all__ = ["Batches", "distill", "distill_digits", "resampling_batches"]
 
 #: batches(step, generator) -> (x_1: (B, ...) real data, cond: the teacher's and student's keywords, e.g. {"y": y})
 Batches = Callable[[int, torch.Generator], tuple[torch.Tensor, dict[str, Any]]]
+
+
+def resampling_batches(x_1: torch.Tensor, batch_size: int, **cond: torch.Tensor) -> Batches:
+    """Batches of `batch_size` rows drawn with replacement from x_1: (N, ...), with the same rows of each
+    condition (N, ...), on x_1's device."""
+
+    def batches(step: int, g: torch.Generator):
+        idx = torch.randint(0, x_1.shape[0], (batch_size,), generator=g).to(x_1.device)
+        return x_1[idx], {k: v[idx] for k, v in cond.items()}
+
+    return batches
 
 
 def distill(
@@ -67,3 +80,20 @@ def distill(
     fit_with_ema(model, loss, with_step, steps=config.steps, lr=config.lr, ema_decay=config.ema_decay, device=device,
                  generator=generator, progress=progress, ckpt_dir=ckpt_dir)  # fmt: skip
     return student.eval().requires_grad_(False)
+
+
+def distill_digits(
+    config: PiFlowConfig,
+    teacher: DigitsTeacher,
+    *,
+    device: torch.device | str,
+    progress: bool = False,
+    ckpt_dir: str | os.PathLike[str] | None = None,
+) -> Student:
+    """`distill` of a `digits_student` of `config` from a kit rf teacher (guided by config.guidance) on the kit's
+    digits train split at the teacher's size; DMD-lite's fake score starts as the teacher's network."""
+    data = load_digits_images(teacher.config.size, split="train")
+    batches = resampling_batches(data.x.to(device), config.batch_size, y=data.y.to(device))
+    fake = teacher.net if config.method == "dmd_lite" else None
+    return distill(config, digits_student(config, teacher), teacher.velocity(config.guidance), batches, fake=fake,
+                   device=device, progress=progress, ckpt_dir=ckpt_dir)  # fmt: skip

@@ -13,16 +13,13 @@ import torch
 from flowlab.core.artifacts import Artifact
 from flowlab.core.bench import BenchContext, BenchResult, Claim, Curve, Scenario, parallel_map
 from flowlab.core.config import Config
-from flowlab.core.grids import uniform
-from flowlab.core.solvers import solve_ode
-from flowlab.vision_gen.kit.data import load_digits_images
 from flowlab.vision_gen.kit.metrics import FeatureNetConfig, feature_net_artifact
 from flowlab.vision_gen.kit.quality import strip_figure
 from flowlab.vision_gen.kit.teachers import TeacherConfig, digits_teacher, teacher_artifact
 from flowlab.vision_gen.pi_flow.evaluate import digits_measures
-from flowlab.vision_gen.pi_flow.model import PiFlowConfig, digits_student
+from flowlab.vision_gen.pi_flow.model import PiFlowConfig
 from flowlab.vision_gen.pi_flow.sample import sample_piflow
-from flowlab.vision_gen.pi_flow.train import distill
+from flowlab.vision_gen.pi_flow.train import distill_digits
 
 __all__ = ["DIGITS", "DigitsBench", "digits_artifacts", "distill_and_sample", "noise_and_labels", "teacher_samples"]
 
@@ -63,17 +60,7 @@ def distill_and_sample(cfg: DigitsBench, seed: int, method: str, device: torch.d
     alone, so it gives the same numbers in any process."""
     torch.set_num_threads(1)
     config = replace(cfg.student, method=method, seed=seed * 100 + _METHODS.index(method))
-    teacher = digits_teacher(_teacher_config(cfg, device), device=device)
-    student = digits_student(config, teacher)
-    data = load_digits_images(cfg.teacher.size, split="train")
-    images, labels = data.x.to(device), data.y.to(device)
-
-    def batches(step: int, g: torch.Generator):
-        idx = torch.randint(0, images.shape[0], (config.batch_size,), generator=g).to(device)
-        return images[idx], {"y": labels[idx]}
-
-    fake = teacher.net if method == "dmd_lite" else None
-    student = distill(config, student, teacher.velocity(config.guidance), batches, fake=fake, device=device)
+    student = distill_digits(config, digits_teacher(_teacher_config(cfg, device), device=device), device=device)
     noise, y = noise_and_labels(cfg, seed)
     return {n: sample_piflow(student, noise.to(device), nfe=n, substeps_per_unit=config.substeps_per_unit,
                              y=y.to(device)).cpu() for n in cfg.nfes}  # fmt: skip
@@ -84,10 +71,8 @@ def teacher_samples(cfg: DigitsBench, seed: int, device: torch.device) -> dict[i
     and labels of `noise_and_labels`: {steps: (n_eval, 1, S, S)} on the CPU."""
     teacher = digits_teacher(_teacher_config(cfg, device), device=device)
     noise, y = noise_and_labels(cfg, seed)
-    field = teacher.velocity(cfg.student.guidance)
-    with torch.inference_mode():
-        return {s: solve_ode(field, noise.to(device), uniform(s, device=device), method="euler", y=y.to(device)).cpu()
-                for s in cfg.teacher_steps}  # fmt: skip
+    return {s: teacher.sample(y, steps=s, sampler="euler", guidance=cfg.student.guidance, noise=noise).cpu()
+            for s in cfg.teacher_steps}  # fmt: skip
 
 
 def digits_artifacts(cfg: DigitsBench, device: torch.device) -> tuple[Artifact, ...]:

@@ -18,7 +18,7 @@ from flowlab.vision_gen.pi_flow.evaluate import toy_measures
 from flowlab.vision_gen.pi_flow.model import PiFlowConfig, toy_student
 from flowlab.vision_gen.pi_flow.sample import sample_piflow
 from flowlab.vision_gen.pi_flow.toys import TOY_NAMES, toy_teacher
-from flowlab.vision_gen.pi_flow.train import distill
+from flowlab.vision_gen.pi_flow.train import distill, resampling_batches
 
 __all__ = ["TOYS", "ToysBench"]
 
@@ -54,12 +54,7 @@ def _job(cfg: ToysBench, seed: int, name: str, method: str, device: torch.device
         with seeded_init(config.seed + 1):
             fake = TimeMLP(2, hidden=cfg.hidden)
     data_gen = torch.Generator().manual_seed(config.seed + 2)
-    samples = teacher.sample(200_000, generator=data_gen).to(device)
-
-    def batches(step: int, g: torch.Generator):
-        idx = torch.randint(0, samples.shape[0], (config.batch_size,), generator=g).to(device)
-        return samples[idx], {}
-
+    batches = resampling_batches(teacher.sample(200_000, generator=data_gen).to(device), config.batch_size)
     student = distill(config, student, teacher.velocity, batches, fake=fake, device=device)
     noise = torch.randn(cfg.n_eval, 2, generator=torch.Generator().manual_seed(seed * 100 + 99)).to(device)
     return {n: sample_piflow(student, noise, nfe=n, substeps_per_unit=config.substeps_per_unit).cpu()
