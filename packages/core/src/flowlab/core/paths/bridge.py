@@ -124,6 +124,13 @@ class AugmentedBridgePath:
     def __repr__(self) -> str:
         return f"AugmentedBridgePath({self.sigma}, source_noise={self.source_noise})"
 
+    def source(self, y: torch.Tensor, *, generator: Generators = None) -> torch.Tensor:
+        """The bridge's start y' = y + source_noise * e, e ~ N(0, I) from `generator`; y: (B, ...)."""
+        check_tensor(y, "y")
+        if self.source_noise == 0:
+            return y
+        return y + self.source_noise * randn(y.shape, generator=generator, device=y.device, dtype=y.dtype)
+
     def sample(
         self,
         x_0: torch.Tensor,
@@ -138,9 +145,8 @@ class AugmentedBridgePath:
         Draws z then e from `generator`; `noise` overrides z.
         """
         _check_endpoints(x_0, x_1, t, noise)
-        kw = {"generator": generator, "device": x_1.device, "dtype": x_1.dtype}
-        z = noise if noise is not None else randn(x_1.shape, **kw)
-        y = x_0 + self.source_noise * randn(x_1.shape, **kw) if self.source_noise > 0 else x_0
+        z = noise if noise is not None else randn(x_1.shape, generator=generator, device=x_1.device, dtype=x_1.dtype)
+        y = self.source(x_0, generator=generator)
         s = self.bridge.sample(y, x_1, t, noise=z)
         drift = (x_1 - s.x_t) / (1 - expand_like(s.t, x_1))
         return BridgePathSample(x_0=y, x_1=x_1, t=s.t, x_t=s.x_t, dx_t=drift, noise=z, score=s.score)

@@ -1,9 +1,10 @@
 """Samplers: fixed-step and adaptive ODE solvers with inversion, Euler-Maruyama SDEs, the EDM sampler, manifold
-ODEs, flow-map sampling, DDIM / DPM-Solver++ diffusion sampling with inversion, and CTMC sampling of discrete
-paths; Euler steppers clipped to a range. Solvers of one family share one signature, so swapping a sampler is one
-word."""
+ODEs, bridge models from a given start, flow-map sampling, DDIM / DPM-Solver++ diffusion sampling with inversion,
+and CTMC sampling of discrete paths; Euler steppers clipped to a range. Solvers of one family share one signature,
+so swapping a sampler is one word."""
 
 from flowlab.core.solvers.adaptive import ADAPTIVE_METHODS, AdaptiveSolution, solve_ode_adaptive
+from flowlab.core.solvers.bridge import sample_bridge
 from flowlab.core.solvers.clipped import clipped_euler, clipped_jvp_euler, path_envelope, scalar_vjp_euler
 from flowlab.core.solvers.ctmc import solve_ctmc
 from flowlab.core.solvers.diffusion import (
@@ -49,6 +50,7 @@ __all__ = [
     "midpoint",
     "path_envelope",
     "rk4",
+    "sample_bridge",
     "sample_diffusion",
     "sample_flow_map",
     "scalar_vjp_euler",

@@ -27,9 +27,10 @@ def _check_sigmas(sigmas: Any) -> None:
 
 def edm_sample(
     denoiser: Callable[..., torch.Tensor],
-    noise: torch.Tensor,
+    noise: torch.Tensor | None,
     sigmas: torch.Tensor,
     *,
+    x_init: torch.Tensor | None = None,
     churn: float = 0.0,
     s_tmin: float = 0.0,
     s_tmax: float = math.inf,
@@ -39,7 +40,7 @@ def edm_sample(
     callback: Callable[[StepInfo], Any] | None = None,
     **cond: Any,
 ) -> torch.Tensor | Trajectory:
-    """Sample with the EDM stochastic sampler: x = sigmas[0] * noise, then per step i
+    """Sample with the EDM stochastic sampler: x = sigmas[0] * noise (or x = x_init), then per step i
 
     gamma = min(churn / N, sqrt(2) - 1) if s_tmin <= sigma_i <= s_tmax else 0; sigma_hat = (1 + gamma) sigma_i;
     x_hat = x + sqrt(sigma_hat^2 - sigma_i^2) s_noise z; d = (x_hat - D(x_hat, sigma_hat)) / sigma_hat;
@@ -47,13 +48,18 @@ def edm_sample(
 
     denoiser: called as `denoiser(x=x, sigma=sigma, **cond)` with `sigma: (B,)`, returning E[x_data | x];
     noise: (B, ...) standard normal draws; sigmas: (N + 1,) strictly decreasing noise levels, usually ending in 0
-    (e.g. `torch.cat([schedules.EDM()(grids.uniform(N - 1)).sigma, torch.zeros(1)])`); churn = 0 gives the
+    (e.g. `torch.cat([schedules.EDM()(grids.uniform(N - 1)).sigma, torch.zeros(1)])`); x_init: (B, ...) a given
+    state at noise level sigmas[0] to start from instead of noise (pass noise=None), e.g. an observation
+    y = x + sigma_0 e of Gaussian-noised data, whose denoising is then a posterior sample (SFBD); churn = 0 gives the
     deterministic Heun sampler (no generator needed). With `return_trajectory=True` the trajectory's `times` are
     the sigmas; callbacks receive sigma_i and sigma_{i+1} as `t` and `t_next`.
     """
     if not callable(denoiser):
         raise ValueError(f"denoiser: expected a callable denoiser(x=..., sigma=...), got {type(denoiser).__name__}")
-    check_tensor(noise, "noise")
+    if (noise is None) == (x_init is None):
+        raise ValueError("noise, x_init: give exactly one (noise to start at sigmas[0] * noise, x_init to start there)")
+    start = x_init if noise is None else noise
+    check_tensor(start, "noise" if x_init is None else "x_init")
     _check_sigmas(sigmas)
     for name, value in (("churn", churn), ("s_noise", s_noise)):
         if not value >= 0:
@@ -64,7 +70,7 @@ def edm_sample(
     n = len(levels) - 1
     gammas = [min(churn / n, math.sqrt(2) - 1) if s_tmin <= s <= s_tmax else 0.0 for s in levels[:-1]]
     hats = [(1 + g) * s for g, s in zip(gammas, levels)]
-    batch, device, dtype = noise.shape[0], noise.device, noise.dtype
+    batch, device, dtype = start.shape[0], start.device, start.dtype
     sig = torch.tensor(levels, device=device, dtype=dtype)[:, None].repeat(1, batch)
     sig_hat = torch.tensor(hats, device=device, dtype=dtype)[:, None].repeat(1, batch)
 
@@ -81,6 +87,5 @@ def edm_sample(
             x_next = torch.addcmul(x, 0.5 * h, d + d_next)
         return x_next
 
-    return run_grid(
-        step, levels[0] * noise, sig.unbind(0), sigmas, return_trajectory=return_trajectory, callback=callback
-    )
+    x_start = x_init if noise is None else levels[0] * noise
+    return run_grid(step, x_start, sig.unbind(0), sigmas, return_trajectory=return_trajectory, callback=callback)
