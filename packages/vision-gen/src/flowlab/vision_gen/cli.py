@@ -1,10 +1,11 @@
 """Command groups of flowlab.vision_gen: `flowlab watermark` (the watermark family: Spherical Watermark with its
 baselines Gaussian Shading and Tree-Ring: keygen, embed, extract, evaluate) and `flowlab vision` (the other
-methods' groups: `piflow`)."""
+methods' groups: `piflow`, `sfbd`)."""
 
 import typer
 
 from flowlab.vision_gen.pi_flow import cli as pi_flow
+from flowlab.vision_gen.sfbd_omni import cli as sfbd
 from flowlab.vision_gen.watermark import cli as watermark
 
 app = typer.Typer(
@@ -13,7 +14,9 @@ app = typer.Typer(
 )
 app.registered_commands += watermark.app.registered_commands
 
-vision = typer.Typer(help="Vision generation methods: pi-Flow distillation.", no_args_is_help=True)
+vision = typer.Typer(help="Vision generation methods: pi-Flow distillation, SFBD-OMNI restoration.",
+                     no_args_is_help=True)  # fmt: skip
 vision.add_typer(pi_flow.app, name="piflow")
+vision.add_typer(sfbd.app, name="sfbd")
 
 __all__ = ["app", "vision"]
