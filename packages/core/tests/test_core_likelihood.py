@@ -245,12 +245,13 @@ def test_gradcheck_through_log_likelihood():
     def run(x, b, divergence):
         f = AffineFlow(flow.a, b)
         return log_likelihood(f, x, source=StandardNormal((3,)), grid=_back(3), method="midpoint",
-                              divergence=divergence, generator=torch.Generator().manual_seed(21)).log_prob  # fmt: skip
+                              divergence=divergence, generator=torch.Generator().manual_seed(21),
+                              enable_grad=True).log_prob  # fmt: skip
 
     assert torch.autograd.gradcheck(lambda x, b: run(x, b, "exact"), (x, b))
     assert torch.autograd.gradcheck(lambda x, b: run(x, b, "hutchinson"), (x, b))
     # the gradient is the analytic score of N(b, A A^T), not detached (flow_matching issue #59)
-    res = log_likelihood(flow, x, source=StandardNormal((3,)), grid=_back(40), method="rk4")
+    res = log_likelihood(flow, x, source=StandardNormal((3,)), grid=_back(40), method="rk4", enable_grad=True)
     (grad,) = torch.autograd.grad(res.log_prob.sum(), x)
     score = -torch.linalg.solve(flow.a @ flow.a.T, (x - flow.b).T).T
     torch.testing.assert_close(grad, score.detach(), atol=1e-5, rtol=0)
@@ -263,8 +264,28 @@ def test_gradients_reach_network_parameters():
         return net(torch.cat([x, t[:, None]], 1))
 
     x = torch.randn(4, 2, generator=torch.Generator().manual_seed(22), dtype=F64)
-    log_likelihood(field, x, source=StandardNormal((2,)), grid=_back(4)).log_prob.mean().backward()
+    log_likelihood(field, x, source=StandardNormal((2,)), grid=_back(4), enable_grad=True).log_prob.mean().backward()
     assert all(p.grad is not None and bool(p.grad.abs().sum() > 0) for p in net.parameters())
+
+
+def test_evaluation_results_carry_no_graph_by_default():
+    """Without enable_grad the results hold no autograd graph (whatever x and the parameters require), with the
+    same values as the differentiable run; sampling alike."""
+    net = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)).double()
+
+    def field(*, x, t):
+        return net(torch.cat([x, t[:, None]], 1))
+
+    x = torch.randn(4, 2, generator=torch.Generator().manual_seed(24), dtype=F64, requires_grad=True)
+    plain = log_likelihood(field, x, source=StandardNormal((2,)), grid=_back(4))
+    graph = log_likelihood(field, x, source=StandardNormal((2,)), grid=_back(4), enable_grad=True)
+    assert not plain.log_prob.requires_grad and plain.log_prob.grad_fn is None and not plain.x_0.requires_grad
+    assert graph.log_prob.requires_grad
+    torch.testing.assert_close(plain.log_prob, graph.log_prob.detach())
+    fwd = sample_with_log_likelihood(field, x.detach(), source=StandardNormal((2,)), grid=_back(4).flip(0))
+    assert not fwd.log_prob.requires_grad and not fwd.x_1.requires_grad
+    with pytest.raises(ValueError, match="enable_grad"):
+        log_likelihood(field, x, source=StandardNormal((2,)), grid=_back(4), enable_grad="yes")
 
 
 # ---------------------------------------------------------------------------------------------------- manifolds

@@ -124,6 +124,7 @@ def log_likelihood(
     rtol: float = 1e-5,
     force: bool = False,
     return_trajectory: bool = False,
+    enable_grad: bool = False,
     **cond: Any,
 ) -> LikelihoodResult:
     """log p_1(x) of the flow dx/dt = field(x=x, t=t, **cond) pushing `source` (at t=0) to the data (t=1).
@@ -136,30 +137,35 @@ def log_likelihood(
     event dimensions, Hutchinson above; exact refuses D > 64 unless `force=True`); Hutchinson draws `num_probes`
     `probe` vectors once (with `generator`) and averages their estimates at every step.
     source: any object with `log_prob(x) -> (B,)`; with `manifold` it defaults to `manifold.base_log_prob`.
+    enable_grad: keep the autograd graph so the results can be differentiated (w.r.t. x and the field's parameters,
+    e.g. to train by maximum likelihood); by default (evaluation) the integration records none and the results carry
+    no graph, so memory does not grow with the steps (the divergence's own vector-Jacobian products still run).
     On a manifold (Euclidean, FlatTorus, Sphere, PoincareBall or a Product of them) the field is projected onto the
     tangent space, steps are those of `solvers.solve_ode_on_manifold`, and densities are w.r.t. the Riemannian volume.
     """
     _check_field(field)
     x = _check_points(x, "x", manifold)
-    return _solve(
-        field,
-        x,
-        grid,
-        decreasing=True,
-        source=source,
-        method=method,
-        divergence=divergence,
-        num_probes=num_probes,
-        probe=probe,
-        generator=generator,
-        manifold=manifold,
-        adaptive=adaptive,
-        atol=atol,
-        rtol=rtol,
-        force=force,
-        return_trajectory=return_trajectory,
-        cond=cond,
-    )
+    _check_enable_grad(enable_grad)
+    with torch.set_grad_enabled(enable_grad):
+        return _solve(
+            field,
+            x,
+            grid,
+            decreasing=True,
+            source=source,
+            method=method,
+            divergence=divergence,
+            num_probes=num_probes,
+            probe=probe,
+            generator=generator,
+            manifold=manifold,
+            adaptive=adaptive,
+            atol=atol,
+            rtol=rtol,
+            force=force,
+            return_trajectory=return_trajectory,
+            cond=cond,
+        )
 
 
 def sample_with_log_likelihood(
@@ -179,6 +185,7 @@ def sample_with_log_likelihood(
     rtol: float = 1e-5,
     force: bool = False,
     return_trajectory: bool = False,
+    enable_grad: bool = False,
     **cond: Any,
 ) -> SampleLikelihood:
     """Push source draws x_0: (B, ...) through the flow and return the samples with their model log-density.
@@ -188,25 +195,32 @@ def sample_with_log_likelihood(
     """
     _check_field(field)
     x_0 = _check_points(x_0, "x_0", manifold)
-    return _solve(
-        field,
-        x_0,
-        grid,
-        decreasing=False,
-        source=source,
-        method=method,
-        divergence=divergence,
-        num_probes=num_probes,
-        probe=probe,
-        generator=generator,
-        manifold=manifold,
-        adaptive=adaptive,
-        atol=atol,
-        rtol=rtol,
-        force=force,
-        return_trajectory=return_trajectory,
-        cond=cond,
-    )
+    _check_enable_grad(enable_grad)
+    with torch.set_grad_enabled(enable_grad):
+        return _solve(
+            field,
+            x_0,
+            grid,
+            decreasing=False,
+            source=source,
+            method=method,
+            divergence=divergence,
+            num_probes=num_probes,
+            probe=probe,
+            generator=generator,
+            manifold=manifold,
+            adaptive=adaptive,
+            atol=atol,
+            rtol=rtol,
+            force=force,
+            return_trajectory=return_trajectory,
+            cond=cond,
+        )
+
+
+def _check_enable_grad(enable_grad: object) -> None:
+    if not isinstance(enable_grad, bool):
+        raise ValueError(f"enable_grad: expected a bool, got {enable_grad!r}")
 
 
 def _solve(
