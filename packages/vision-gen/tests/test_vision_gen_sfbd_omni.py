@@ -179,6 +179,34 @@ def test_loop_shapes_weights_and_round_resume(tmp_path):
         torch.testing.assert_close(a, b)
 
 
+class _CountingNoise(GaussianNoise):
+    """Gaussian noise that records the images it corrupts."""
+
+    def __init__(self, sigma: float) -> None:
+        super().__init__(sigma)
+        self.seen: list[torch.Tensor] = []
+
+    def sample(self, x, *, generator=None):
+        self.seen.append(x.detach().clone())
+        return super().sample(x, generator=generator)
+
+
+def test_every_training_batch_is_corrupted_afresh():
+    """One fresh corruption per optimiser step, of the batch actually trained on (never a stale y): the pretraining
+    batches come from the clean set, the later ones include reconstructions (not in the clean set)."""
+    clean, truth = _digits_like(8, 18), _digits_like(30, 19)
+    noise = _CountingNoise(0.3)
+    y = GaussianNoise(0.3).sample(truth, generator=_gen(20))
+    sfbd_omni(y, clean, noise, _tiny(pretrain_steps=5, steps_per_round=3, rounds=2))
+    assert len(noise.seen) == 5 + 2 * 3
+    flat = clean.flatten(1)
+    in_clean = [
+        bool((torch.cdist(b.flatten(1), flat, compute_mode="donot_use_mm_for_euclid_dist").min(1).values < 1e-6).all())
+        for b in noise.seen
+    ]
+    assert all(in_clean[:5]) and not any(in_clean[5:])
+
+
 def test_online_variant_refreshes_a_share_of_the_pool():
     clean, truth = _digits_like(8, 8), _digits_like(200, 9)
     y = GaussianNoise(0.3).sample(truth, generator=_gen(10))

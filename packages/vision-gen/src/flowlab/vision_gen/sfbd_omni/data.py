@@ -27,11 +27,17 @@ class RestorationData:
 
 
 def corrupted_digits(
-    corruption: Corruption, *, clean_count: int = 50, size: int = 8, seed: int = 0, reference: str = "test"
+    corruption: Corruption,
+    *,
+    clean_count: int = 50,
+    size: int = 8,
+    seed: int = 0,
+    reference: str = "test",
+    limit: int | None = None,
 ) -> RestorationData:
     """clean_count clean train images (as even over the 10 classes as the count allows, chosen by `seed`), the
-    rest of the train split and the validation split corrupted once with a generator seeded by `seed`, and the
-    `reference` split."""
+    rest of the train split (its first `limit` images when given) and the validation split corrupted once with a
+    generator seeded by `seed`, and the `reference` split."""
     if not (isinstance(clean_count, int) and 0 <= clean_count <= 500):
         raise ValueError(f"clean_count: expected an int in [0, 500], got {clean_count!r}")
     train = load_digits_images(size, split="train")
@@ -45,7 +51,9 @@ def corrupted_digits(
     chosen = order[torch.argsort(keys)[:clean_count]]
     rest = torch.ones(len(train), dtype=torch.bool)
     rest[chosen] = False
-    truth = train.x[rest]
+    if limit is not None and not (isinstance(limit, int) and limit >= 2):
+        raise ValueError(f"limit: expected at least 2 observations or None, got {limit!r}")
+    truth = train.x[rest][:limit]
     y = corruption.sample(truth, generator=g)
     fresh = corruption.sample(load_digits_images(size, split="val").x, generator=g)
     return RestorationData(train.x[chosen], y, truth, fresh, load_digits_images(size, split=reference).x)
