@@ -201,6 +201,14 @@ def test_cli_train_sample_evaluate_round_trip(tmp_path: Path):
     assert {"mmd_nfe1", "mmd_nfe2", "nll", "kl"} <= set(metrics)
     res = runner.invoke(app, ["train", "--data", "earth:nowhere", "--out", str(run)])
     assert res.exit_code == 2 and "data" in res.output
+    # the same folder with other data (or other options) is refused, not resumed; --overwrite replaces it
+    other = ["train", "--data", "torus:3", "--out", str(run), "--objective", "psd", "--steps", "10", "--batch-size",
+             "32", "--hidden", "16,16", "--no-progress"]  # fmt: skip
+    res = runner.invoke(app, other)
+    assert res.exit_code == 2 and "another run" in res.output and "torus:3" in res.output, res.output
+    res = runner.invoke(app, [*other, "--overwrite"])
+    assert res.exit_code == 0, res.output
+    assert json.loads((run / "config.json").read_text())["data"] == "torus:3"
     res = runner.invoke(app, ["sample", "--run", str(run), "--out", str(tmp_path / "x.txt"), "--n", "5"])
     assert res.exit_code == 2 and ".pt" in res.output and not (tmp_path / "x.txt").exists(), res.output
     (run / "model.pt").write_bytes(b"not a torch file")  # corrupt weights: one clean line, exit 2

@@ -624,3 +624,49 @@ def test_load_weights_reads_tensors_and_names_every_bad_file(tmp_path):
         with pytest.raises(ValueError, match=f"weights: .*{file}.*{message}") as info:
             load_weights(tmp_path / file, name="weights")
         assert "weights_only=False" not in str(info.value)
+
+
+# ---------------------------------------------------------------- run folders
+
+
+def test_claim_run_resumes_the_same_run_and_refuses_another(tmp_path):
+    from flowlab.core.train import RUN_FILE, claim_run, data_fingerprint
+
+    x = torch.arange(6.0).view(2, 3)
+    spec = {"command": "train", "config": {"lr": 1e-3, "hidden": [8, 8]}, "data": data_fingerprint(x)}
+    run = claim_run(tmp_path / "run", spec)
+    assert (run / RUN_FILE).is_file()
+    (run / "ckpt").mkdir()
+    assert claim_run(run, dict(reversed(list(spec.items())))) == run and (run / "ckpt").is_dir()  # key order
+    other = {**spec, "data": data_fingerprint(x + 1)}
+    with pytest.raises(ValueError, match=r"^out: .* holds another run: data"):
+        claim_run(run, other)
+    assert (run / "ckpt").is_dir()  # refused: nothing touched
+    claim_run(run, other, overwrite=True)
+    assert not (run / "ckpt").exists() and json.loads((run / RUN_FILE).read_text())["data"] == other["data"]
+    stray = tmp_path / "stray"
+    stray.mkdir()
+    (stray / "notes.txt").write_text("mine")
+    for overwrite in (False, True):  # a folder that is not a run is never deleted
+        with pytest.raises(ValueError, match=r"--ckpt-dir: .* holds no run\.json"):
+            claim_run(stray, spec, overwrite=overwrite, name="--ckpt-dir")
+    assert (stray / "notes.txt").read_text() == "mine"
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="is a file"):
+        claim_run(tmp_path / "file", spec)
+    with pytest.raises(ValueError, match="spec"):
+        claim_run(tmp_path / "bad", {"x": object()})
+
+
+def test_data_fingerprint_tells_data_apart():
+    from flowlab.core.train import data_fingerprint
+
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
+    assert data_fingerprint(x) == data_fingerprint(x.clone())
+    assert data_fingerprint(x[:, 0]) == data_fingerprint(x[:, 0].contiguous())  # a strided view reads its values
+    y = x.clone()
+    y[2, 1] += 1e-6
+    for other in (y, x.double(), x.reshape(3, 4), x[:3]):
+        assert data_fingerprint(other) != data_fingerprint(x)
+    assert data_fingerprint(torch.tensor(1.0)) != data_fingerprint(torch.tensor(2.0))
+    assert data_fingerprint(x, x) != data_fingerprint(x)

@@ -35,6 +35,8 @@ def test_run_writes_the_posterior_measures_and_images_and_resumes(trained):
     again = CliRunner().invoke(vision, ["sfbd", "run", "--out", str(trained), "--corruption", "mask", "--clean", "20",
                                         *TINY])  # fmt: skip
     assert again.exit_code == 0 and '"round"' not in again.output  # both rounds were read back from ckpt/
+    other = CliRunner().invoke(vision, ["sfbd", "run", "--out", str(trained), "--corruption", "noise", *TINY])
+    assert other.exit_code == 2 and "another run" in other.output, other.output  # never mixed into this run
 
 
 def test_restore_reads_every_format(trained, tmp_path):

@@ -25,6 +25,7 @@ from flowlab.core.gfm.train import GFMConfig, flow_map_for, train_gfm
 from flowlab.core.manifolds import FlatTorus, PoincareBall, Sphere
 from flowlab.core.manifolds.base import Manifold
 from flowlab.core.train.checkpoint import load_weights
+from flowlab.core.train.run_folder import claim_run, data_fingerprint
 
 app = typer.Typer(help="Generalised Flow Maps: few-step generation on manifolds (S², T^d, Poincaré disk).")
 
@@ -103,8 +104,10 @@ def train(
     ] = None,
     device: Annotated[str, typer.Option(help="Torch device.")] = "cpu",
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    overwrite: Annotated[bool, typer.Option(help="Replace a different run already in OUT.")] = False,
 ) -> None:
-    """Train a GFM (or the RFM baseline) and write model.pt + config.json into OUT."""
+    """Train a GFM (or the RFM baseline) and write model.pt + config.json into OUT. A rerun with the same data and
+    options resumes OUT's checkpoints; a different run there is refused unless --overwrite."""
     try:
         widths = tuple(int(h) for h in hidden.split(","))
         config = GFMConfig(
@@ -112,9 +115,11 @@ def train(
             fourier_dim=fourier_dim, fourier_scale=fourier_scale,
         )  # fmt: skip
         ds = load_dataset(data, seed=seed, data_root=data_root)
+        spec = {"command": "manifold train", "data": data, "seed": seed, "config": config.to_dict(),
+                "data_fingerprint": data_fingerprint(ds.train)}  # fmt: skip
+        claim_run(out, spec, overwrite=overwrite, name="--out")
     except (ValueError, FileNotFoundError) as err:
         _fail(err)
-    out.mkdir(parents=True, exist_ok=True)
     trained = train_gfm(
         ds.manifold, ds.train, config, generator=torch.Generator().manual_seed(seed), device=device,
         ckpt_dir=out / "checkpoints", progress=progress,

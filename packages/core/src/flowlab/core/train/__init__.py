@@ -1,5 +1,5 @@
 """Training: `fit` (accumulation, clipping, EMA, checkpoint/resume, progress, DDP under torchrun), `EMA`,
-tensor-only checkpoints and the DDP helpers."""
+tensor-only checkpoints, run folders that are never mixed (`claim_run`) and the DDP helpers."""
 
 from flowlab.core.train.checkpoint import (
     LoadedCheckpoint,
@@ -19,14 +19,18 @@ from flowlab.core.train.distributed import (
 )
 from flowlab.core.train.ema import EMA
 from flowlab.core.train.loop import FitResult, LossFn, StepInfo, fit
+from flowlab.core.train.run_folder import RUN_FILE, claim_run, data_fingerprint
 
 __all__ = [
     "EMA",
+    "RUN_FILE",
     "DistInfo",
     "FitResult",
     "LoadedCheckpoint",
     "LossFn",
     "StepInfo",
+    "claim_run",
+    "data_fingerprint",
     "dist_info",
     "fit",
     "init_distributed",

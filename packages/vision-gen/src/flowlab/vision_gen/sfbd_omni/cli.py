@@ -55,13 +55,16 @@ def run(
     online_gamma: Annotated[float | None, typer.Option(help="The online variant's refresh share.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the clean choice, the corruption and the training.")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
+    overwrite: Annotated[bool, typer.Option(help="Replace a different run already in OUT.")] = False,
 ) -> None:
     """Corrupt the digits train split (but `clean` images), run SFBD-OMNI, measure each round's reconstructions
     against the test split (OUT/rounds.jsonl), save the posterior (OUT/posterior.safetensors, OUT/config.json),
     the final reconstructions (OUT/reconstructions.pt) and a grid of observations over reconstructions over the
-    truth (OUT/reconstructions.png). Resumes from OUT/ckpt after the last finished round."""
+    truth (OUT/reconstructions.png). A rerun with the same options resumes from OUT/ckpt after the last finished
+    round; a different run in OUT is refused unless --overwrite."""
     import torch
 
+    from flowlab.core.train import claim_run, data_fingerprint
     from flowlab.vision_gen.kit.quality import save_image_grid
     from flowlab.vision_gen.sfbd_omni.data import corrupted_digits
     from flowlab.vision_gen.sfbd_omni.evaluate import distribution_measures
@@ -79,7 +82,12 @@ def run(
         raise typer.BadParameter(str(err)) from err
     if data.clean.shape[0] == 0 and config.weight_for(corr.identifiable) > 0:
         raise typer.BadParameter("a clean weight above 0 needs clean images; give --clean > 0", param_hint="--clean")
-    out.mkdir(parents=True, exist_ok=True)
+    spec_run = {"command": "vision sfbd run", "corruption": list(spec), "clean": clean, "seed": seed,
+                "config": config.to_dict(), "data_fingerprint": data_fingerprint(data.clean, data.y)}  # fmt: skip
+    try:
+        claim_run(out, spec_run, overwrite=overwrite, name="--out")
+    except ValueError as err:
+        raise typer.BadParameter(str(err).removeprefix("--out: "), param_hint="--out") from err
     log = (out / "rounds.jsonl").open("a")
 
     def record(k: int, pool: torch.Tensor) -> None:

@@ -1,0 +1,77 @@
+"""Run folders that are never silently mixed: a folder belongs to one run, identified by a JSON spec (the command,
+its config and a fingerprint of the data). `claim_run` writes the spec into a new folder's `run.json`, lets a rerun
+with the same spec resume, and refuses a different run (or a folder with checkpoints but no spec) in one line
+naming the argument, unless asked to overwrite."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = ["RUN_FILE", "claim_run", "data_fingerprint"]
+
+RUN_FILE = "run.json"
+
+
+def data_fingerprint(*tensors: torch.Tensor) -> str:
+    """SHA-256 over the shapes, dtypes and values of the tensors: equal exactly when the data are."""
+    digest = hashlib.sha256()
+    for i, t in enumerate(tensors):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"tensors[{i}]: expected a tensor, got {type(t).__name__}")
+        values = t.detach().cpu().contiguous()
+        digest.update(f"{tuple(values.shape)}|{values.dtype}|".encode())
+        digest.update(values.reshape(-1).view(torch.uint8).numpy().tobytes() if values.numel() else b"")
+    return digest.hexdigest()
+
+
+def _normal(spec: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        return json.loads(json.dumps(dict(spec), sort_keys=True))
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"spec: expected JSON-ready values ({err})") from err
+
+
+def _differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    return ", ".join(f"{k} ({old.get(k)!r} there, {new.get(k)!r} now)" for k in keys[:4])
+
+
+def claim_run(
+    folder: str | os.PathLike[str], spec: Mapping[str, Any], *, overwrite: bool = False, name: str = "out"
+) -> Path:
+    """Make `folder` the home of the run described by `spec` and return it (created).
+
+    A missing or empty folder gets `run.json`; one whose `run.json` holds the same spec is resumed; anything else
+    raises ValueError naming `name`: a different spec (naming what differs), or a non-empty folder without
+    `run.json`. With overwrite=True a folder holding a run (a `run.json`) is emptied first; a non-empty folder
+    without one is never deleted."""
+    folder = Path(folder)
+    want = _normal(spec)
+    record = folder / RUN_FILE
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"{name}: {folder} is a file; expected a run folder")
+    if record.is_file():
+        try:
+            have = json.loads(record.read_text())
+        except json.JSONDecodeError:
+            have = None
+        if have != want:
+            if not overwrite:
+                what = _differences(have, want) if isinstance(have, dict) else f"an unreadable {RUN_FILE}"
+                raise ValueError(f"{name}: {folder} holds another run: {what}; pass --overwrite to replace it or "
+                                 "choose another folder")  # fmt: skip
+            shutil.rmtree(folder)
+    elif folder.is_dir() and any(folder.iterdir()):
+        raise ValueError(f"{name}: {folder} is not empty and holds no {RUN_FILE} (not a FlowLab run, or one from "
+                         "before runs were recorded); choose another folder or empty it")  # fmt: skip
+    folder.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(want, indent=2, sort_keys=True))
+    return folder
