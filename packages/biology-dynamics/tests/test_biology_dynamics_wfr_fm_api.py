@@ -88,7 +88,7 @@ def test_cli_fit_predict_evaluate(tmp_path):
     assert res.exit_code == 0, res.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"wrote {png}" in res.output
     bad = runner.invoke(cells_app, ["fit", str(path), "--time-key", "nope", "--iters", "2"])
-    assert bad.exit_code != 0 and "time_key" in bad.output
+    assert bad.exit_code == 2 and "time-key" in bad.output and "nope" in bad.output, bad.output
     bad = runner.invoke(cells_app, ["fit", str(path), "--time-key", "day", "--use-rep", "X_pca", "--iters", "0"])
     assert bad.exit_code == 2 and "iters: expected a positive integer" in bad.output
     bad = runner.invoke(cells_app, ["fit", str(path), "--method", "nope"])
@@ -99,6 +99,24 @@ def test_cli_fit_predict_evaluate(tmp_path):
     weights.write_bytes(b"")  # an emptied checkpoint: one clean line, exit 2
     bad = runner.invoke(cells_app, [*args[:3], "--time-key", "day", "--use-rep", "X_pca"])
     assert bad.exit_code == 2 and "corrupt" in bad.output, bad.output
+
+
+def test_time_key_names_the_csv_time_column(tmp_path):
+    """On a CSV --time-key names the time column (default `samples`); a missing one is refused, never ignored."""
+    rows = ["day,x1,x2"] + [f"{d},{0.1 * i + d},{0.2 * i}" for d in (0, 1, 2) for i in range(12)]
+    path = tmp_path / "course.csv"
+    path.write_text("\n".join(rows) + "\n")
+    runner = CliRunner()
+    res = runner.invoke(cells_app, ["fit", str(path), "--time-key", "day", "--iters", "2", "--batch", "8",
+                                    "--out", str(tmp_path / "m")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(cells_app, ["evaluate", str(tmp_path / "m"), str(path), "--time-key", "day", "--json"])
+    assert res.exit_code == 0 and [r["time"] for r in json.loads(res.output)] == [1.0, 2.0], res.output
+    for command in (["fit", str(path)], ["evaluate", str(tmp_path / "m"), str(path)]):
+        res = runner.invoke(cells_app, [*command, "--time-key", "foo"])
+        assert res.exit_code == 2 and "time-key" in res.output and "foo" in res.output, res.output
+    res = runner.invoke(cells_app, ["evaluate", str(tmp_path / "m"), str(path)])  # default: a `samples` column
+    assert res.exit_code == 2 and "DATA" in res.output and "samples" in res.output, res.output
 
 
 def test_cells_group_mounts_the_wfr_fm_commands():

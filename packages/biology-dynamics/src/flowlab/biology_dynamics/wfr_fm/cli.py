@@ -20,19 +20,27 @@ app = typer.Typer(help="WFR-FM: unbalanced single-cell dynamics (velocity + grow
 
 
 def _read(path: Path, time_key: str) -> ad.AnnData:
+    """A time course from .h5ad (times in obs[time_key]) or .csv (times in the column `time_key`, `samples` for the
+    default key; copied to obs[time_key])."""
     if not path.is_file():
         raise typer.BadParameter(f"{path} not found", param_hint="DATA")
+    column = "samples" if time_key == "time" else time_key
     try:
         if path.suffix == ".csv":
-            adata = read_time_series_csv(path)
+            adata = read_time_series_csv(path, time_col=column)
             if time_key != "time":
                 adata.obs[time_key] = adata.obs["time"]
         else:
             adata = ad.read_h5ad(path)
     except (ValueError, KeyError, OSError) as err:  # empty, wrong header, text values, not an HDF5 file
+        if time_key != "time" and str(err).startswith("time_col"):
+            raise typer.BadParameter(f"{path.name} has no column {column!r}", param_hint="--time-key") from err
         raise typer.BadParameter(f"{path}: not a readable time course ({err})", param_hint="DATA") from err
     if adata.n_obs == 0:
         raise typer.BadParameter(f"{path}: holds no cells", param_hint="DATA")
+    if time_key not in adata.obs:
+        raise typer.BadParameter(f"{time_key!r} is not an obs column of {path.name} (columns "
+                                 f"{list(adata.obs.columns)})", param_hint="--time-key")  # fmt: skip
     return adata
 
 
