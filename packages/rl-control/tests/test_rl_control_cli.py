@@ -46,6 +46,15 @@ def test_bad_options_and_missing_files_fail_with_exit_code_2(tmp_path):
     assert res.exit_code == 2 and "method" in res.output
     res = runner.invoke(app, ["evaluate", "--run", str(tmp_path / "nothing")])
     assert res.exit_code == 2 and "run.json" in res.output
+    # a dataset of another environment is refused before training, not at the first evaluation
+    res = runner.invoke(app, ["collect", "--env", "reacher", "--quality", "random", "--transitions", "50",
+                              "--out", str(tmp_path / "reacher.npz")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    for env in ("pendulum", "chain"):
+        res = runner.invoke(app, ["train", "--dataset", str(tmp_path / "reacher.npz"), "--env", env, "--steps", "2",
+                                  "--out", str(tmp_path / f"r_{env}")])  # fmt: skip
+        assert res.exit_code == 2 and "dataset" in res.output and "observations" in res.output, res.output
+        assert not (tmp_path / f"r_{env}").exists()
 
 
 def test_marl_collect_train_resume_and_evaluate(tmp_path):

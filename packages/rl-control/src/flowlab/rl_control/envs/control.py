@@ -64,6 +64,21 @@ def make_vector_env(env_id: str, n_envs: int, *, max_episode_steps: int | None =
     return env
 
 
+def check_dataset_spaces(obs_dim: int, act_dim: int, env_id: str) -> None:
+    """Raise a one-line ValueError unless a dataset of `obs_dim`-D observations and `act_dim`-D actions fits the
+    spaces of `env_id` (checked before training, not at the first evaluation)."""
+    env = make_vector_env(env_id, 1)
+    try:
+        want = (int(np.prod(env.single_observation_space.shape)), int(np.prod(env.single_action_space.shape)))
+    finally:
+        env.close()
+    if (obs_dim, act_dim) != want:
+        raise ValueError(
+            f"dataset: {obs_dim}-D observations and {act_dim}-D actions, but {env_id} has {want[0]}-D "
+            f"observations and {want[1]}-D actions (collect the data with --env for this environment)"
+        )
+
+
 def energy_controller(obs: np.ndarray) -> np.ndarray:
     """Pendulum-v1 swing-up by energy shaping plus a PD stabiliser near the top. obs: (N, 3) -> actions (N, 1) in
     [-1, 1] (torque / 2). With theta = 0 upright, theta'' = 15 sin(theta) + 3 u, so E = theta'^2 / 2 + 15 cos(theta)

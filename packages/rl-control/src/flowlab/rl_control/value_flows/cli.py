@@ -10,7 +10,13 @@ import typer
 
 from flowlab.core.metrics import spearman
 from flowlab.rl_control.data import load_dataset
-from flowlab.rl_control.envs.control import QUALITIES, collect, evaluate_policy, scripted_controller
+from flowlab.rl_control.envs.control import (
+    QUALITIES,
+    check_dataset_spaces,
+    collect,
+    evaluate_policy,
+    scripted_controller,
+)
 from flowlab.rl_control.value_flows.agents import METHODS, AgentConfig, agent_spaces, make_agent, train_agent
 from flowlab.rl_control.value_flows.chain import ChainMDP
 from flowlab.rl_control.value_flows.evaluate import distribution_scores
@@ -72,6 +78,10 @@ def train_cmd(
     try:
         data = load_dataset(dataset)
         chain = env == "chain"
+        if chain and data.obs_dim != ChainMDP().obs_dim:
+            raise ValueError(f"dataset: {data.obs_dim}-D observations, but the chain has {ChainMDP().obs_dim} cells")
+        if not chain:
+            check_dataset_spaces(data.obs_dim, data.act_dim, _ENVS.get(env, env))
         scale = 1.0 if chain else data.reward_scale()
         r = data.rewards / scale
         gamma = ChainMDP().gamma if chain else gamma
