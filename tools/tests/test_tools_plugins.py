@@ -42,3 +42,19 @@ def test_groups_are_lazy(tmp_path, monkeypatch):
 def test_unknown_group_is_a_usage_error():
     res = CliRunner().invoke(app, ["nosuchgroup"])
     assert res.exit_code == 2
+
+
+def test_top_level_help_imports_no_torch():
+    """`flowlab --help` lists every group, the tools' own included, without importing torch or any package."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from flowlab.tools.cli import app\n"
+        "res = CliRunner().invoke(app, ['--help'])\n"
+        "assert res.exit_code == 0 and all(n in res.output for n in ('bench', 'cache', 'data')), res.output\n"
+        "print(sorted(m for m in ('torch', 'flowlab.core', 'flowlab.datasets') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -1,12 +1,10 @@
-"""The `flowlab` command: benchmarks, data, and the command groups that packages contribute."""
+"""The `flowlab` command: benchmarks, data, the cache and the command groups that packages contribute, every group
+imported only when it runs (`flowlab --help` imports no torch)."""
 
 from __future__ import annotations
 
 import typer
-from rich.console import Console
 
-from flowlab.tools import cache_cli, data_cli
-from flowlab.tools.bench import command as bench_command
 from flowlab.tools.plugins import LazyGroup
 from flowlab.tools.versions import library_versions, member_versions
 
@@ -16,14 +14,13 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-app.add_typer(bench_command.app, name="bench")
-app.add_typer(data_cli.app, name="data")
-app.add_typer(cache_cli.app, name="cache")
 
 
 def _version(value: bool) -> None:
     if not value:
         return
+    from rich.console import Console
+
     console = Console()
     for name, version in {**member_versions(), **library_versions()}.items():
         console.print(f"{name} {version}", highlight=False)

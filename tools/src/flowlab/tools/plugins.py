@@ -2,6 +2,7 @@
 
 A package registers `[project.entry-points."flowlab.commands"] rl = "flowlab.rl_control.cli:app"` (a typer app or a
 click command); `flowlab --help` lists the group without importing its package, and only `flowlab rl ...` loads it.
+The tools' own groups (`bench`, `cache`, `data`) load the same way, so `flowlab --help` imports no torch.
 """
 
 from __future__ import annotations
@@ -14,9 +15,19 @@ import typer.core
 
 COMMANDS_GROUP = "flowlab.commands"
 
+#: the tools' own groups: name -> (target, the one-line help `flowlab --help` shows without importing them)
+BUILTIN_COMMANDS = {
+    "bench": ("flowlab.tools.bench.command:app", "Benchmarks: every method against its baselines, in one run."),
+    "cache": ("flowlab.tools.cache_cli:app", "The artifact cache: what the benchmarks built once and reuse."),
+    "data": ("flowlab.tools.data_cli:app", "The shared data sets: list the catalogue, verify checksums."),
+}
+
 
 def command_entry_points() -> dict[str, EntryPoint]:
-    return {ep.name: ep for ep in entry_points(group=COMMANDS_GROUP)}
+    """Every lazily loaded group: the tools' own, then those packages register (which cannot replace them)."""
+    found = {ep.name: ep for ep in entry_points(group=COMMANDS_GROUP)}
+    builtin = {name: EntryPoint(name, target, COMMANDS_GROUP) for name, (target, _) in BUILTIN_COMMANDS.items()}
+    return found | builtin
 
 
 def load_command(ep: EntryPoint) -> click.Command:
@@ -31,6 +42,8 @@ def load_command(ep: EntryPoint) -> click.Command:
 
 
 def _stub(ep: EntryPoint) -> click.Command:
+    if ep.name in BUILTIN_COMMANDS and ep.value == BUILTIN_COMMANDS[ep.name][0]:
+        return click.Command(ep.name, help=BUILTIN_COMMANDS[ep.name][1])
     dist = ep.dist.name if ep.dist is not None else ep.value.split(":")[0]
     return click.Command(ep.name, help=f"Commands from {dist} (flowlab {ep.name} --help).")
 
