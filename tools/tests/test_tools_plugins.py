@@ -45,7 +45,8 @@ def test_unknown_group_is_a_usage_error():
 
 
 def test_top_level_help_imports_no_torch():
-    """`flowlab --help` lists every group, the tools' own included, without importing torch or any package."""
+    """`flowlab --help` lists every group, the tools' own included, without importing torch or any package; so do
+    `flowlab cache --help` and `flowlab data --help`."""
     import subprocess
 
     code = (
@@ -54,6 +55,8 @@ def test_top_level_help_imports_no_torch():
         "from flowlab.tools.cli import app\n"
         "res = CliRunner().invoke(app, ['--help'])\n"
         "assert res.exit_code == 0 and all(n in res.output for n in ('bench', 'cache', 'data')), res.output\n"
+        "for args in (['cache', '--help'], ['data', '--help']):\n"
+        "    assert CliRunner().invoke(app, args).exit_code == 0\n"
         "print(sorted(m for m in ('torch', 'flowlab.core', 'flowlab.datasets') if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -1,12 +1,11 @@
-"""`flowlab cache list|clear`: the artifact cache under $FLOWLAB_CACHE (trained teachers, generated data sets)."""
+"""`flowlab cache list|clear`: the artifact cache under $FLOWLAB_CACHE (trained teachers, generated data sets); the
+core loads when a command runs, not for --help."""
 
 from __future__ import annotations
 
 import typer
 from rich.console import Console
 from rich.table import Table
-
-from flowlab.core import artifacts
 
 app = typer.Typer(help="The artifact cache: what the benchmarks built once and reuse.", no_args_is_help=True)
 console = Console()
@@ -23,6 +22,8 @@ def _size(n: int) -> str:
 @app.command("list")
 def list_entries() -> None:
     """List every cached artifact: name, key, size, build time and date, the torch it was built with."""
+    from flowlab.core import artifacts
+
     found = artifacts.entries()
     table = Table("artifact", "key", "size", "built in", "created", "torch")
     for e in found:
@@ -41,6 +42,8 @@ def list_entries() -> None:
 @app.command("clear")
 def clear(name: str = typer.Argument(None, help="Only the entries of this artifact (default: all).")) -> None:
     """Remove cached artifacts (all of them, or every entry of NAME); the next run builds them again."""
+    from flowlab.core import artifacts
+
     known = {e.get("name") for e in artifacts.entries()}
     if name is not None and name not in known:
         console.print(f"error: no cached artifact named {name!r} (cached: {', '.join(sorted(known)) or 'none'})")

@@ -1,4 +1,5 @@
-"""`flowlab data list|check`: the shared data-set catalogue and checksum verification."""
+"""`flowlab data list|check`: the shared data-set catalogue and checksum verification (flowlab.datasets, which
+imports torch, loads when a command runs, not for --help)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-import flowlab.datasets as fd
-
 app = typer.Typer(help="The shared data sets: list the catalogue, verify checksums.", no_args_is_help=True)
 console = Console()
 
@@ -17,6 +16,8 @@ console = Console()
 @app.command("list")
 def list_datasets() -> None:
     """List the catalogued data sets and whether each is present under $FLOWLAB_DATA."""
+    import flowlab.datasets as fd
+
     root = fd.root(required=False)
     table = Table("name", "files", "present", "licence", "description")
     for entry in fd.catalogue().values():
@@ -33,6 +34,8 @@ def check(
     data_root: Path = typer.Option(None, "--root", help="Data root (default: $FLOWLAB_DATA)."),
 ) -> None:
     """Verify the SHA-256 of every file of the shared data sets; exits 1 on a missing or corrupt file."""
+    import flowlab.datasets as fd
+
     try:
         root = data_root if data_root is not None else fd.root()
         names = name or list(fd.catalogue())
