@@ -1,6 +1,6 @@
 """On a CUDA device (skipped without one): the kit's sampler and inversion on the tiny UNet agree with CPU, and a
 Spherical watermark embedded and extracted there decodes its message; a pi-Flow student distils a few steps and
-samples there, matching its CPU samples."""
+samples there, matching its CPU samples; SFBD-OMNI and its baselines train and sample there."""
 
 from __future__ import annotations
 
@@ -55,3 +55,26 @@ def test_pi_flow_distils_and_samples_on_cuda_like_on_cpu():
     cpu = sample_piflow(student.cpu(), z, nfe=2, substeps_per_unit=8, y=torch.arange(10))
     assert cuda.device.type == "cuda" and bool(torch.isfinite(cuda).all())
     assert float((cuda.cpu() - cpu).abs().max()) < 1e-3 * (1 + float(cpu.abs().max()))
+
+
+def test_sfbd_omni_rounds_and_baselines_run_on_cuda():
+    """SFBD-OMNI (offline and online), SFBD and ambient-lite train and sample on CUDA with CPU generators; the
+    reconstructions are finite, shaped like the data and come back to the CPU."""
+    from flowlab.vision_gen.kit.corruptions import GaussianNoise, PixelMask
+    from flowlab.vision_gen.sfbd_omni import SFBDConfig, ambient_lite, ambient_sample, sfbd_gaussian, sfbd_omni
+
+    g = torch.Generator().manual_seed(0)
+    clean, truth = torch.rand(8, 1, 8, 8, generator=g) * 2 - 1, torch.rand(40, 1, 8, 8, generator=g) * 2 - 1
+    cfg = SFBDConfig(rounds=2, pretrain_steps=3, steps_per_round=3, batch_size=16, hidden=(32,), sampler_steps=4)
+    for corruption in (GaussianNoise(0.3), PixelMask(0.5)):
+        y = corruption.sample(truth, generator=g)
+        for config in (cfg, SFBDConfig(**{**cfg.to_dict(), "hidden": (32,), "online_gamma": 0.5})):
+            out = sfbd_omni(y, clean, corruption, config, device="cuda")
+            assert next(out.model.parameters()).device.type == "cuda"
+            assert all(p.device.type == "cpu" and p.shape == truth.shape and bool(torch.isfinite(p).all())
+                       for p in out.pools)  # fmt: skip
+    noisy = GaussianNoise(0.3).sample(truth, generator=g)
+    assert sfbd_gaussian(noisy, clean, GaussianNoise(0.3), cfg, device="cuda").pools[-1].shape == truth.shape
+    masked = PixelMask(0.5).sample(truth, generator=g)
+    net = ambient_lite(masked, PixelMask(0.5), cfg, device="cuda")
+    assert ambient_sample(net, 10, PixelMask(0.5), steps=4, device="cuda").shape == (10, 1, 8, 8)

@@ -5,10 +5,11 @@ train-on-corrupted and clean-only (each at its ideal generator: the corrupted ob
 images). Each round's reconstructions, the final model applied to fresh observations of the validation split and
 (full) a generator trained on each method's final set are measured against the test split: digits-FD (beside its
 real-vs-real floor), sliced W2, class-histogram TV and, for a corruption that loses a null space, the null-space
-sliced W2."""
+sliced W2. Every round's measures of every run go to `sfbd_omni_rounds.json` in the run folder."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 
 import torch
@@ -150,6 +151,12 @@ def run_digits(ctx: BenchContext) -> BenchResult:
         ratio = _ratio(ours, table, cfg.corruptions, key)
         if ratio is not None:
             ours[f"worst_{key}_ratio_to_corrupted"] = ratio
+    per_round = [
+        {"corruption": name, "method": method, "clean": count, "rounds": o["rounds"], "fresh": o["fresh"],
+         "gen": o.get("gen")}
+        for (name, method, count), o in zip(jobs, outs, strict=True)
+    ]  # fmt: skip
+    (ctx.out_dir / "sfbd_omni_rounds.json").write_text(json.dumps(per_round, indent=1))
     plot = ctx.out_dir / "sfbd_omni_digits.png"
     strip_figure(plot, strips)
     return BenchResult(
