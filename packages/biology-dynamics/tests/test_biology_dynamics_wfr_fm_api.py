@@ -119,6 +119,24 @@ def test_time_key_names_the_csv_time_column(tmp_path):
     assert res.exit_code == 2 and "DATA" in res.output and "samples" in res.output, res.output
 
 
+def test_fit_never_mixes_two_models_in_one_folder(tmp_path):
+    """A refit with the same data and options rewrites its model; other options are refused (the folder untouched)
+    unless --overwrite, which leaves one model."""
+    path = tmp_path / "course.h5ad"
+    _adata().write_h5ad(path)
+    base = ["fit", str(path), "--time-key", "day", "--use-rep", "X_pca", "--batch", "16", "--out", str(tmp_path / "m")]
+    runner = CliRunner()
+    for _ in range(2):
+        res = runner.invoke(cells_app, [*base, "--iters", "4"])
+        assert res.exit_code == 0, res.output
+    res = runner.invoke(cells_app, [*base, "--iters", "6"])
+    assert res.exit_code == 2 and "another run" in res.output and "--overwrite" in res.output, res.output
+    assert [p.name for p in (tmp_path / "m").glob("step-*")] == ["step-000000004"]
+    res = runner.invoke(cells_app, [*base, "--iters", "6", "--overwrite"])
+    assert res.exit_code == 0, res.output
+    assert [p.name for p in (tmp_path / "m").glob("step-*")] == ["step-000000006"]
+
+
 def test_cells_group_mounts_the_wfr_fm_commands():
     names = [c.name for c in cells_app.registered_commands]
     assert names == ["fit", "predict", "evaluate"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from flowlab.biology_dynamics.wfr_fm.evaluate import evaluate_time_points
 from flowlab.biology_dynamics.wfr_fm.plot import plot_fit
 from flowlab.biology_dynamics.wfr_fm.registry import METHODS, load_model, model_class
 from flowlab.biology_dynamics.wfr_fm.tl import annotate
+from flowlab.core.train import claim_run
 
 app = typer.Typer(help="WFR-FM: unbalanced single-cell dynamics (velocity + growth) from time-course snapshots.")
 
@@ -58,8 +60,10 @@ def fit_cmd(
     seed: int = typer.Option(0, "--seed"),
     device: str = typer.Option("cpu", "--device"),
     annotated: Path | None = typer.Option(None, "--write-h5ad", help="write the AnnData with fields stored back"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace a different model already in --out"),
 ) -> None:
-    """Fit a model and save it (a FlowLab checkpoint folder)."""
+    """Fit a model and save it (a FlowLab checkpoint folder). A folder holding a model fitted with other data or
+    options is refused unless --overwrite."""
     if method not in METHODS:
         raise typer.BadParameter(f"expected one of {METHODS}", param_hint="--method")
     adata = _read(data, time_key)
@@ -67,6 +71,13 @@ def fit_cmd(
     options = {"iters": iters, "batch": batch}
     if "delta" in {f.name for f in dataclasses.fields(klass.config_cls)}:
         options["delta"] = delta
+    digest = hashlib.sha256(data.read_bytes()).hexdigest()
+    spec = {"command": "cells fit", "method": method, "options": options, "time_key": time_key, "use_rep": use_rep,
+            "hold_out": hold_out, "seed": seed, "data_sha256": digest}  # fmt: skip
+    try:
+        claim_run(out, spec, overwrite=overwrite, name="--out")
+    except ValueError as err:
+        raise typer.BadParameter(str(err).removeprefix("--out: "), param_hint="--out") from err
     try:
         model = klass(klass.config_cls(**options)).fit(
             adata,
