@@ -21,6 +21,15 @@ def student(tmp_path_factory):
     return out
 
 
+def test_distill_never_mixes_two_students_in_one_folder(student):
+    run = CliRunner()
+    same = run.invoke(vision, ["piflow", "distill", "--out", str(student), "--steps", "2", "--nfe", "1,2", *TINY])
+    assert same.exit_code == 0, same.output  # the same options: resumes (already done)
+    args = ["piflow", "distill", "--out", str(student), "--steps", "2", "--nfe", "1,2", "--method", "piflow_dx", *TINY]
+    other = run.invoke(vision, args)
+    assert other.exit_code == 2 and "another run" in other.output and "--overwrite" in other.output, other.output
+
+
 def test_distill_sample_evaluate(student, tmp_path):
     run = CliRunner()
     png = tmp_path / "grid.png"

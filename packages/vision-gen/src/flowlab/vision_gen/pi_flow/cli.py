@@ -60,9 +60,12 @@ def distill(
     teacher_steps: Annotated[int, typer.Option(help="Training steps of the kit teacher.")] = 4000,
     seed: Annotated[int, typer.Option(help="Seed of the student's initialisation and training draws.")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
+    overwrite: Annotated[bool, typer.Option(help="Replace a different student already in OUT.")] = False,
 ) -> None:
     """Distil a student from the kit's rf digits teacher (the shared one by default, built into the cache on first
-    use); resumes from OUT/ckpt when interrupted."""
+    use); resumes from OUT/ckpt when interrupted with the same options, refuses a different run in OUT unless
+    --overwrite."""
+    from flowlab.core.train import claim_run
     from flowlab.vision_gen.kit.teachers import TeacherConfig, digits_teacher
     from flowlab.vision_gen.pi_flow.model import PiFlowConfig
     from flowlab.vision_gen.pi_flow.store import save_student
@@ -79,6 +82,12 @@ def distill(
                                        steps=teacher_steps, device=dev.type)  # fmt: skip
     except ValueError as err:
         raise typer.BadParameter(str(err)) from err
+    spec = {"command": "vision piflow distill", "pi_flow": config.to_dict(),
+            "teacher": {**teacher_config.to_dict(), "device": None}}  # fmt: skip
+    try:
+        claim_run(out, spec, overwrite=overwrite, name="--out")
+    except ValueError as err:
+        raise typer.BadParameter(str(err).removeprefix("--out: "), param_hint="--out") from err
     teacher = digits_teacher(teacher_config, device=dev)
     student = distill_digits(config, teacher, device=dev, progress=True, ckpt_dir=out / "ckpt")
     save_student(out, student, config, teacher_config)
