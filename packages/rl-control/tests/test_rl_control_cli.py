@@ -30,6 +30,13 @@ def test_cli_collect_train_online_and_evaluate(tmp_path):
     assert res.exit_code == 0 and "return" in res.output, res.output
     res = runner.invoke(app, [*args, "--policy-extraction", "best"])
     assert res.exit_code == 2 and "policy_extraction" in res.output
+    # another agent into the same folder is refused, not resumed on top of these weights; --overwrite replaces it
+    res = runner.invoke(app, [*args, "--policy-extraction", "rejection"])
+    assert res.exit_code == 2 and "another run" in res.output, res.output
+    res = runner.invoke(app, [*args, "--policy-extraction", "rejection", "--overwrite"])
+    assert res.exit_code == 0 and not (run / "online").exists(), res.output
+    res = runner.invoke(app, ["evaluate", "--run", str(run), "--episodes", "2"])
+    assert res.exit_code == 0 and "return" in res.output, res.output
 
 
 def test_bad_options_and_missing_files_fail_with_exit_code_2(tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import torch
 import typer
 
 from flowlab.core.metrics import spearman
+from flowlab.core.train import claim_run
 from flowlab.rl_control.data import load_dataset
 from flowlab.rl_control.envs.control import (
     QUALITIES,
@@ -71,12 +73,16 @@ def train_cmd(
     seed: int = typer.Option(0),
     device: str = typer.Option("cpu"),
     out: Path = typer.Option(Path("runs/value_flows"), help="checkpoint folder"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace a different run already in --out"),
 ) -> None:
     """Train an agent offline (then online with --online-steps); writes checkpoints (weights + config.json) under
     --out, and the fine-tuned weights under --out/online at the end of the online phase (it cannot resume mid-way:
-    the environment state is not saved)."""
+    the environment state is not saved). A rerun with the same dataset, environment, agent, seed and online phase
+    resumes; a different run in --out is refused unless --overwrite (run.json, written before training, holds the
+    run and is what `evaluate` reads)."""
     try:
         data = load_dataset(dataset)
+        data.check_agents(None)
         chain = env == "chain"
         if chain and data.obs_dim != ChainMDP().obs_dim:
             raise ValueError(f"dataset: {data.obs_dim}-D observations, but the chain has {ChainMDP().obs_dim} cells")
@@ -93,6 +99,16 @@ def train_cmd(
         )
         reward_range = (float(r.min()), float(r.max()))
         agent = make_agent(config, obs_dim=data.obs_dim, act_dim=data.act_dim, reward_range=reward_range, seed=seed)
+        meta = {
+            "env": env,
+            "agent": config.to_dict(),
+            "spaces": agent_spaces(agent),
+            "reward_scale": scale,
+            "online": bool(online_steps),
+            "seed": seed,
+            "dataset_sha256": hashlib.sha256(dataset.read_bytes()).hexdigest(),
+        }
+        claim_run(out, meta, overwrite=overwrite)
         res = train_agent(
             agent,
             data,
@@ -116,14 +132,6 @@ def train_cmd(
             typer.echo(f"online: {len(rets)} episodes" + (f", mean return {sum(rets) / len(rets):.1f}" if rets else ""))
     except (ValueError, FileNotFoundError) as err:
         _fail(str(err))
-    meta = {
-        "env": env,
-        "agent": config.to_dict(),
-        "spaces": agent_spaces(agent),
-        "reward_scale": scale,
-        "online": bool(online_steps),
-    }
-    (out / "run.json").write_text(json.dumps(meta))
     typer.echo(f"trained {method} for {res.steps} steps; checkpoint {res.checkpoint}")
 
 
