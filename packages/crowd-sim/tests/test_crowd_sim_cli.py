@@ -52,6 +52,18 @@ def test_train_writes_a_loadable_model(tmp_path):
     assert res.exit_code == 0, res.output
 
 
+@needs_data
+def test_train_checkpoints_belong_to_one_run(tmp_path):
+    """--ckpt-dir resumes the same run and refuses another (here another ablation) unless --overwrite."""
+    base = ["train", "--scene", "ucy_students03", "--epochs", "1", "--frame-stride", "20", "--ckpt-dir",
+            str(tmp_path / "ckpt"), "--out", str(tmp_path / "m.pt")]  # fmt: skip
+    for _ in range(2):
+        res = runner.invoke(app, [*base, "--ablation", "no_env"])
+        assert res.exit_code == 0, res.output
+    res = runner.invoke(app, [*base, "--ablation", "full"])
+    assert res.exit_code == 2 and "another run" in res.output and "ablation" in res.output, res.output
+
+
 def test_bad_invocations_name_the_problem(tmp_path):
     cases = [
         (["simulate", "--scene", "nowhere", "--baseline", "cv"], "unknown scene"),

@@ -74,8 +74,11 @@ def train_cmd(
     frame: str = typer.Option("published", "--frame", help="UCY coordinate frame: published | corrected"),
     seed: int = typer.Option(0, "--seed"),
     device: str = typer.Option("cpu", "--device"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace a different run's checkpoints in --ckpt-dir"),
 ) -> None:
-    """Train EnvSocial-Diff (or an ablation) on a scene's training windows and save it."""
+    """Train EnvSocial-Diff (or an ablation) on a scene's training windows and save it. --ckpt-dir resumes a run
+    with the same options and refuses a different one unless --overwrite."""
+    from flowlab.core.train import claim_run, data_fingerprint
     from flowlab.crowd_sim.envsocial_diff.objective import training_frames
     from flowlab.crowd_sim.envsocial_diff.simulator import EnvSocialDiff, scene_config
     from flowlab.crowd_sim.envsocial_diff.train import TrainConfig, calibrate, train, train_best_of
@@ -92,6 +95,14 @@ def train_cmd(
         calibrate(model, windows)
         frames = training_frames(model, scene, windows, stride=frame_stride)
         train_config = TrainConfig(epochs=epochs, finetune_steps=finetune_steps)
+        if ckpt_dir is not None:
+            spec = {"command": "crowd train", "scene": scene.name, "ablation": ablation, "size": size,
+                    "frame": frame, "frame_stride": frame_stride, "train": train_config.to_dict(), "seed": seed,
+                    "data_fingerprint": data_fingerprint(*(torch.as_tensor(w.positions) for w in windows))}  # fmt: skip
+            try:
+                claim_run(ckpt_dir, spec, overwrite=overwrite, name="--ckpt-dir")
+            except ValueError as err:
+                raise typer.BadParameter(str(err).removeprefix("--ckpt-dir: "), param_hint="--ckpt-dir") from err
         if inits == 1:
             train(model, scene, windows, train_config, generator=torch.Generator(device).manual_seed(seed),
                   ckpt_dir=ckpt_dir, frames=frames)  # fmt: skip
