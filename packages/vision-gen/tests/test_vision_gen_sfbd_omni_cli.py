@@ -80,6 +80,8 @@ def test_restore_rejects_bad_input(trained, tmp_path):
     torch.save(good * float("nan"), tmp_path / "nan.pt")
     torch.save({"y": good}, tmp_path / "dict.pt")
     (tmp_path / "corrupt.pt").write_bytes(b"not a tensor file")
+    (tmp_path / "empty.npy").write_bytes(b"")
+    (tmp_path / "garbage.safetensors").write_bytes(b"\x00" * 16)
     torch.save(good, tmp_path / "good.pt")
     cases = [
         (["--model", str(tmp_path)], "--model"),
@@ -89,6 +91,8 @@ def test_restore_rejects_bad_input(trained, tmp_path):
         (["--observations", str(tmp_path / "nan.pt")], "--observations"),
         (["--observations", str(tmp_path / "dict.pt")], "--observations"),
         (["--observations", str(tmp_path / "corrupt.pt")], "--observations"),
+        (["--observations", str(tmp_path / "empty.npy")], "--observations"),
+        (["--observations", str(tmp_path / "garbage.safetensors")], "--observations"),
         (["--out", str(tmp_path / "x.png")], "--out"),
         (["--device", "gpu0"], "--device"),
     ]

@@ -109,6 +109,7 @@ def run(
 def _read_observations(path: Path):
     import numpy as np
     import torch
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
 
     from flowlab.core.train import load_weights
@@ -127,7 +128,12 @@ def _read_observations(path: Path):
             y = next(iter(tensors.values()))
         else:
             y = load_weights(path, name="--observations")
-    except (ValueError, OSError) as err:
+    except (
+        ValueError,
+        OSError,
+        EOFError,
+        SafetensorError,
+    ) as err:  # numpy's empty file is an EOFError (click: "Aborted!")
         raise typer.BadParameter(f"cannot read {path}: {err}", param_hint="--observations") from err
     if not isinstance(y, torch.Tensor) or not y.is_floating_point():
         raise typer.BadParameter(f"{path} does not hold one float tensor", param_hint="--observations")
