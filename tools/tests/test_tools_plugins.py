@@ -61,3 +61,36 @@ def test_top_level_help_imports_no_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_input_errors_become_one_line_and_debug_shows_the_traceback(tmp_path, monkeypatch):
+    """A ValueError, a missing file or a corrupt pickle escaping a command: one `error:` line, exit 2; --debug lets
+    the exception through; a bug (here a ZeroDivisionError) is never disguised as an input error."""
+    module = "flowlab_demo_errors_for_tests"
+    (tmp_path / f"{module}.py").write_text(
+        "import pickle\n"
+        "import typer\n"
+        "app = typer.Typer()\n"
+        "@app.command()\n"
+        "def fail(kind: str):\n"
+        "    if kind == 'value':\n"
+        "        raise ValueError('steps: expected a positive int, got -1')\n"
+        "    if kind == 'missing':\n"
+        "        open('/nonexistent/flowlab-file.pt')\n"
+        "    if kind == 'pickle':\n"
+        "        pickle.loads(b'garbage')\n"
+        "    1 / 0\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ep = EntryPoint(name="demo", value=f"{module}:app", group=plugins.COMMANDS_GROUP)
+    monkeypatch.setattr(plugins, "command_entry_points", lambda: {"demo": ep})
+    runner = CliRunner()
+    for kind, needle in (("value", "steps: expected a positive int"), ("missing", "flowlab-file.pt"),
+                         ("pickle", "UnpicklingError")):  # fmt: skip
+        res = runner.invoke(app, ["demo", kind])
+        assert res.exit_code == 2 and needle in res.output and "Traceback" not in res.output, res.output
+        assert len([line for line in res.output.splitlines() if line.strip()]) == 1
+        debug = runner.invoke(app, ["--debug", "demo", kind])
+        assert debug.exit_code == 1 and debug.exception is not None and not isinstance(debug.exception, SystemExit)
+    bug = runner.invoke(app, ["demo", "bug"])
+    assert isinstance(bug.exception, ZeroDivisionError)

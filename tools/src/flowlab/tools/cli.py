@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from flowlab.tools.plugins import LazyGroup
+from flowlab.tools.plugins import DEBUG_KEY, LazyGroup
 from flowlab.tools.versions import library_versions, member_versions
 
 app = typer.Typer(
@@ -29,11 +29,14 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(
+    ctx: typer.Context,
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print every member's version and exit."
     ),
+    debug: bool = typer.Option(False, "--debug", help="Show the full traceback of an input error."),
 ) -> None:
     """FlowLab: diffusion and flow-matching methods for science, on one shared engine."""
+    ctx.meta[DEBUG_KEY] = debug
 
 
 def main() -> None:
