@@ -190,7 +190,8 @@ _FULL = DigitsBench(
     observations=None,
     workers=2,
 )
-_QUICK = replace(_FULL, corruptions=("noise", "pool"), clean_counts=(), sfbd=SFBDConfig(), generator_steps=0)
+_QUICK = replace(_FULL, methods=tuple(m for m in _METHODS if m != "online"), clean_counts=(), sfbd=SFBDConfig(),
+                 generator_steps=0)  # fmt: skip
 _SMOKE = replace(_FULL, sfbd=replace(_QUICK.sfbd, rounds=1, pretrain_steps=2, steps_per_round=2, hidden=(16,),
                                      sampler_steps=3, batch_size=16), ambient_steps=2, clean_counts=(0,),
                  generator_steps=2, n_samples=50, observations=100)  # fmt: skip
