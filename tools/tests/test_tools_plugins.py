@@ -13,8 +13,20 @@ from flowlab.tools.cli import app
 MODULE = "flowlab_demo_group_for_tests"
 
 
+def _demo_group(tmp_path, monkeypatch, module: str, source: str) -> None:
+    """Write `source` as the module `module` and make it the only command group, `flowlab demo`, not yet imported."""
+    (tmp_path / f"{module}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ep = EntryPoint(name="demo", value=f"{module}:app", group=plugins.COMMANDS_GROUP)
+    monkeypatch.setattr(plugins, "command_entry_points", lambda: {"demo": ep})
+    sys.modules.pop(module, None)
+
+
 def test_groups_are_lazy(tmp_path, monkeypatch):
-    (tmp_path / f"{MODULE}.py").write_text(
+    _demo_group(
+        tmp_path,
+        monkeypatch,
+        MODULE,
         "import typer\n"
         "app = typer.Typer(help='demo group')\n"
         "@app.command()\n"
@@ -22,12 +34,8 @@ def test_groups_are_lazy(tmp_path, monkeypatch):
         "    print(f'hello {name}')\n"
         "@app.command()\n"
         "def other():\n"
-        "    pass\n"
+        "    pass\n",
     )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    ep = EntryPoint(name="demo", value=f"{MODULE}:app", group=plugins.COMMANDS_GROUP)
-    monkeypatch.setattr(plugins, "command_entry_points", lambda: {"demo": ep})
-    sys.modules.pop(MODULE, None)
 
     runner = CliRunner()
     res = runner.invoke(app, ["--help"])
@@ -66,8 +74,10 @@ def test_top_level_help_imports_no_torch():
 def test_input_errors_become_one_line_and_debug_shows_the_traceback(tmp_path, monkeypatch):
     """A ValueError, a missing file or a corrupt pickle escaping a command: one `error:` line, exit 2; --debug lets
     the exception through; a bug (here a ZeroDivisionError) is never disguised as an input error."""
-    module = "flowlab_demo_errors_for_tests"
-    (tmp_path / f"{module}.py").write_text(
+    _demo_group(
+        tmp_path,
+        monkeypatch,
+        "flowlab_demo_errors_for_tests",
         "import pickle\n"
         "import typer\n"
         "app = typer.Typer()\n"
@@ -79,11 +89,8 @@ def test_input_errors_become_one_line_and_debug_shows_the_traceback(tmp_path, mo
         "        open('/nonexistent/flowlab-file.pt')\n"
         "    if kind == 'pickle':\n"
         "        pickle.loads(b'garbage')\n"
-        "    1 / 0\n"
+        "    1 / 0\n",
     )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    ep = EntryPoint(name="demo", value=f"{module}:app", group=plugins.COMMANDS_GROUP)
-    monkeypatch.setattr(plugins, "command_entry_points", lambda: {"demo": ep})
     runner = CliRunner()
     for kind, needle in (("value", "steps: expected a positive int"), ("missing", "flowlab-file.pt"),
                          ("pickle", "UnpicklingError")):  # fmt: skip

@@ -250,6 +250,9 @@ def test_ema_swap_restores_weights_and_state_round_trips():
         assert torch.equal(other.shadow[name], t)
     with pytest.raises(ValueError, match="state"):
         EMA(nn.Linear(2, 3), decay=0.9).load_state_dict(ema.state_dict())
+    assert ema.copy_to_model() is model  # for good: the averaged weights and buffers stay
+    for name, t in model.state_dict().items():
+        assert torch.equal(t, ema.shadow[name]), name
 
 
 def test_ema_rejects_bad_arguments():
@@ -656,6 +659,9 @@ def test_claim_run_resumes_the_same_run_and_refuses_another(tmp_path):
         claim_run(tmp_path / "file", spec)
     with pytest.raises(ValueError, match="spec"):
         claim_run(tmp_path / "bad", {"x": object()})
+    failed = claim_run(tmp_path / "failed", spec)  # a run that stopped before writing anything
+    claim_run(failed, other)
+    assert json.loads((failed / RUN_FILE).read_text())["data"] == other["data"]
 
 
 def test_data_fingerprint_tells_data_apart():

@@ -4,6 +4,8 @@ samples there, matching its CPU samples; SFBD-OMNI and its baselines train and s
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -68,7 +70,7 @@ def test_sfbd_omni_rounds_and_baselines_run_on_cuda():
     cfg = SFBDConfig(rounds=2, pretrain_steps=3, steps_per_round=3, batch_size=16, hidden=(32,), sampler_steps=4)
     for corruption in (GaussianNoise(0.3), PixelMask(0.5)):
         y = corruption.sample(truth, generator=g)
-        for config in (cfg, SFBDConfig(**{**cfg.to_dict(), "hidden": (32,), "online_gamma": 0.5})):
+        for config in (cfg, replace(cfg, online_gamma=0.5)):
             out = sfbd_omni(y, clean, corruption, config, device="cuda")
             assert next(out.model.parameters()).device.type == "cuda"
             assert all(p.device.type == "cpu" and p.shape == truth.shape and bool(torch.isfinite(p).all())

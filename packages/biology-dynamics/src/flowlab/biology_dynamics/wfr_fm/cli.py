@@ -16,7 +16,7 @@ from flowlab.biology_dynamics.wfr_fm.evaluate import evaluate_time_points
 from flowlab.biology_dynamics.wfr_fm.plot import plot_fit
 from flowlab.biology_dynamics.wfr_fm.registry import METHODS, load_model, model_class
 from flowlab.biology_dynamics.wfr_fm.tl import annotate
-from flowlab.core.train import claim_run
+from flowlab.core.cli import claim_run_option
 
 app = typer.Typer(help="WFR-FM: unbalanced single-cell dynamics (velocity + growth) from time-course snapshots.")
 
@@ -71,15 +71,16 @@ def fit_cmd(
     options = {"iters": iters, "batch": batch}
     if "delta" in {f.name for f in dataclasses.fields(klass.config_cls)}:
         options["delta"] = delta
+    try:
+        config = klass.config_cls(**options)
+    except ValueError as err:
+        raise typer.BadParameter(str(err)) from err
     digest = hashlib.sha256(data.read_bytes()).hexdigest()
     spec = {"command": "cells fit", "method": method, "options": options, "time_key": time_key, "use_rep": use_rep,
             "hold_out": hold_out, "seed": seed, "data_sha256": digest}  # fmt: skip
+    claim_run_option(out, spec, overwrite=overwrite)
     try:
-        claim_run(out, spec, overwrite=overwrite, name="--out")
-    except ValueError as err:
-        raise typer.BadParameter(str(err).removeprefix("--out: "), param_hint="--out") from err
-    try:
-        model = klass(klass.config_cls(**options)).fit(
+        model = klass(config).fit(
             adata,
             time_key=time_key,
             use_rep=use_rep,

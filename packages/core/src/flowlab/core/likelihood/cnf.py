@@ -145,27 +145,26 @@ def log_likelihood(
     """
     _check_field(field)
     x = _check_points(x, "x", manifold)
-    _check_enable_grad(enable_grad)
-    with torch.set_grad_enabled(enable_grad):
-        return _solve(
-            field,
-            x,
-            grid,
-            decreasing=True,
-            source=source,
-            method=method,
-            divergence=divergence,
-            num_probes=num_probes,
-            probe=probe,
-            generator=generator,
-            manifold=manifold,
-            adaptive=adaptive,
-            atol=atol,
-            rtol=rtol,
-            force=force,
-            return_trajectory=return_trajectory,
-            cond=cond,
-        )
+    return _solve(
+        field,
+        x,
+        grid,
+        decreasing=True,
+        source=source,
+        method=method,
+        divergence=divergence,
+        num_probes=num_probes,
+        probe=probe,
+        generator=generator,
+        manifold=manifold,
+        adaptive=adaptive,
+        atol=atol,
+        rtol=rtol,
+        force=force,
+        return_trajectory=return_trajectory,
+        cond=cond,
+        enable_grad=enable_grad,
+    )
 
 
 def sample_with_log_likelihood(
@@ -195,27 +194,26 @@ def sample_with_log_likelihood(
     """
     _check_field(field)
     x_0 = _check_points(x_0, "x_0", manifold)
-    _check_enable_grad(enable_grad)
-    with torch.set_grad_enabled(enable_grad):
-        return _solve(
-            field,
-            x_0,
-            grid,
-            decreasing=False,
-            source=source,
-            method=method,
-            divergence=divergence,
-            num_probes=num_probes,
-            probe=probe,
-            generator=generator,
-            manifold=manifold,
-            adaptive=adaptive,
-            atol=atol,
-            rtol=rtol,
-            force=force,
-            return_trajectory=return_trajectory,
-            cond=cond,
-        )
+    return _solve(
+        field,
+        x_0,
+        grid,
+        decreasing=False,
+        source=source,
+        method=method,
+        divergence=divergence,
+        num_probes=num_probes,
+        probe=probe,
+        generator=generator,
+        manifold=manifold,
+        adaptive=adaptive,
+        atol=atol,
+        rtol=rtol,
+        force=force,
+        return_trajectory=return_trajectory,
+        cond=cond,
+        enable_grad=enable_grad,
+    )
 
 
 def _check_enable_grad(enable_grad: object) -> None:
@@ -242,57 +240,67 @@ def _solve(
     force,
     return_trajectory,
     cond,
+    enable_grad,
 ):
-    log_density = _log_density(source, manifold)
-    if not isinstance(adaptive, bool):
-        raise ValueError(f"adaptive: expected a bool, got {adaptive!r}")
-    if adaptive:
-        if manifold is not None:
-            raise ValueError("adaptive: adaptive steps are not available on a manifold; pass a fixed grid")
-        method = check_choice("dopri5" if method is None else method, ADAPTIVE_METHODS, "method")
-        if grid is None:
-            grid = torch.tensor([1.0, 0.0] if decreasing else [0.0, 1.0])
-    else:
-        method = check_choice("midpoint" if method is None else method, METHODS, "method")
-        if grid is None:
-            raise ValueError("grid: required for fixed-step integration (or pass adaptive=True)")
-    _check_direction(grid, decreasing)
-    directions, exact = _directions(x, divergence, num_probes, probe, generator, force)
-    geometry = riemannian_geometry(manifold)
+    _check_enable_grad(enable_grad)
+    with torch.set_grad_enabled(enable_grad):
+        log_density = _log_density(source, manifold)
+        if not isinstance(adaptive, bool):
+            raise ValueError(f"adaptive: expected a bool, got {adaptive!r}")
+        if adaptive:
+            if manifold is not None:
+                raise ValueError("adaptive: adaptive steps are not available on a manifold; pass a fixed grid")
+            method = check_choice("dopri5" if method is None else method, ADAPTIVE_METHODS, "method")
+            if grid is None:
+                grid = torch.tensor([1.0, 0.0] if decreasing else [0.0, 1.0])
+        else:
+            method = check_choice("midpoint" if method is None else method, METHODS, "method")
+            if grid is None:
+                raise ValueError("grid: required for fixed-step integration (or pass adaptive=True)")
+        _check_direction(grid, decreasing)
+        directions, exact = _directions(x, divergence, num_probes, probe, generator, force)
+        geometry = riemannian_geometry(manifold)
 
-    def augmented(y: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return velocity_and_divergence(field, y, t, directions, exact=exact, geometry=geometry, cond=cond)
+        def augmented(y: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return velocity_and_divergence(field, y, t, directions, exact=exact, geometry=geometry, cond=cond)
 
-    left = None
-    if adaptive:
-        out, nfe = _integrate_adaptive(augmented, x, grid, method=method, atol=atol, rtol=rtol)
-    else:
-        out, nfe, left = _integrate_fixed(
-            augmented, field, x, grid, method=method, manifold=manifold, return_trajectory=return_trajectory, cond=cond
-        )
-    end = out.final if isinstance(out, Trajectory) else out
-    trajectory = out if return_trajectory else None
-    if decreasing:
-        log_prob_source = log_density(end.x)
-        return LikelihoodResult(
-            log_prob=_mask_left(log_prob_source + end.delta, left, -math.inf, "reverse"),
-            x_0=end.x,
+        left = None
+        if adaptive:
+            out, nfe = _integrate_adaptive(augmented, x, grid, method=method, atol=atol, rtol=rtol)
+        else:
+            out, nfe, left = _integrate_fixed(
+                augmented,
+                field,
+                x,
+                grid,
+                method=method,
+                manifold=manifold,
+                return_trajectory=return_trajectory,
+                cond=cond,
+            )
+        end = out.final if isinstance(out, Trajectory) else out
+        trajectory = out if return_trajectory else None
+        if decreasing:
+            log_prob_source = log_density(end.x)
+            return LikelihoodResult(
+                log_prob=_mask_left(log_prob_source + end.delta, left, -math.inf, "reverse"),
+                x_0=end.x,
+                log_prob_source=log_prob_source,
+                delta=end.delta,
+                nfe=nfe,
+                trajectory=trajectory,
+                left_manifold=left,
+            )
+        log_prob_source = log_density(x)
+        return SampleLikelihood(
+            x_1=end.x,
+            log_prob=_mask_left(log_prob_source - end.delta, left, math.nan, "forward"),
             log_prob_source=log_prob_source,
             delta=end.delta,
             nfe=nfe,
             trajectory=trajectory,
             left_manifold=left,
         )
-    log_prob_source = log_density(x)
-    return SampleLikelihood(
-        x_1=end.x,
-        log_prob=_mask_left(log_prob_source - end.delta, left, math.nan, "forward"),
-        log_prob_source=log_prob_source,
-        delta=end.delta,
-        nfe=nfe,
-        trajectory=trajectory,
-        left_manifold=left,
-    )
 
 
 def _integrate_fixed(augmented, field, x, grid, *, method, manifold, return_trajectory, cond):

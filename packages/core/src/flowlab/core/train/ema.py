@@ -97,6 +97,14 @@ class EMA:
                 for name, t in targets.items():
                     t.copy_(saved[name])
 
+    @torch.no_grad()
+    def copy_to_model(self) -> nn.Module:
+        """Put the averaged weights into the model for good (the end of training) and return the model."""
+        params, buffers = self._tensors()
+        for name, t in {**params, **buffers}.items():
+            t.copy_(self.shadow[name])
+        return self.model
+
     def to(self, device: torch.device | str) -> EMA:
         """Move the averaged weights to `device` (the model is moved by its owner)."""
         self.shadow = {name: t.to(device) for name, t in self.shadow.items()}

@@ -1,7 +1,8 @@
 """Run folders that are never silently mixed: a folder belongs to one run, identified by a JSON spec (the command,
 its config and a fingerprint of the data). `claim_run` writes the spec into a new folder's `run.json`, lets a rerun
 with the same spec resume, and refuses a different run (or a folder with checkpoints but no spec) in one line
-naming the argument, unless asked to overwrite."""
+naming the argument, unless asked to overwrite. A folder that holds nothing but its `run.json` (a run that failed
+before writing anything) is free for any run."""
 
 from __future__ import annotations
 
@@ -49,10 +50,10 @@ def claim_run(
 ) -> Path:
     """Make `folder` the home of the run described by `spec` and return it (created).
 
-    A missing or empty folder gets `run.json`; one whose `run.json` holds the same spec is resumed; anything else
-    raises ValueError naming `name`: a different spec (naming what differs), or a non-empty folder without
-    `run.json`. With overwrite=True a folder holding a run (a `run.json`) is emptied first; a non-empty folder
-    without one is never deleted."""
+    A missing or empty folder, or one holding only a `run.json`, gets this run's `run.json`; one whose `run.json`
+    holds the same spec is resumed; anything else raises ValueError naming `name`: a different spec (naming what
+    differs), or a non-empty folder without `run.json`. With overwrite=True a folder holding a run (a `run.json`)
+    is emptied first; a non-empty folder without one is never deleted."""
     folder = Path(folder)
     want = _normal(spec)
     record = folder / RUN_FILE
@@ -63,7 +64,7 @@ def claim_run(
             have = json.loads(record.read_text())
         except json.JSONDecodeError:
             have = None
-        if have != want:
+        if have != want and any(p.name != RUN_FILE for p in folder.iterdir()):
             if not overwrite:
                 what = _differences(have, want) if isinstance(have, dict) else f"an unreadable {RUN_FILE}"
                 raise ValueError(f"{name}: {folder} holds another run: {what}; pass --overwrite to replace it or "

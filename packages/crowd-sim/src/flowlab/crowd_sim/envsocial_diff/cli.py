@@ -78,7 +78,8 @@ def train_cmd(
 ) -> None:
     """Train EnvSocial-Diff (or an ablation) on a scene's training windows and save it. --ckpt-dir resumes a run
     with the same options and refuses a different one unless --overwrite."""
-    from flowlab.core.train import claim_run, data_fingerprint
+    from flowlab.core.cli import claim_run_option
+    from flowlab.core.train import data_fingerprint
     from flowlab.crowd_sim.envsocial_diff.objective import training_frames
     from flowlab.crowd_sim.envsocial_diff.simulator import EnvSocialDiff, scene_config
     from flowlab.crowd_sim.envsocial_diff.train import TrainConfig, calibrate, train, train_best_of
@@ -99,10 +100,7 @@ def train_cmd(
             spec = {"command": "crowd train", "scene": scene.name, "ablation": ablation, "size": size,
                     "frame": frame, "frame_stride": frame_stride, "train": train_config.to_dict(), "seed": seed,
                     "data_fingerprint": data_fingerprint(*(torch.as_tensor(w.positions) for w in windows))}  # fmt: skip
-            try:
-                claim_run(ckpt_dir, spec, overwrite=overwrite, name="--ckpt-dir")
-            except ValueError as err:
-                raise typer.BadParameter(str(err).removeprefix("--ckpt-dir: "), param_hint="--ckpt-dir") from err
+            claim_run_option(ckpt_dir, spec, overwrite=overwrite, option="--ckpt-dir")
         if inits == 1:
             train(model, scene, windows, train_config, generator=torch.Generator(device).manual_seed(seed),
                   ckpt_dir=ckpt_dir, frames=frames)  # fmt: skip

@@ -60,7 +60,7 @@ def _number(value: object, name: str, low: float, high: float = math.inf, *, clo
 class Corruption(ABC):
     """A black-box r(y | x): `sample(x, generator=)` draws y, image-shaped, carrying all the measurement holds."""
 
-    name: str = ""
+    name: str = ""  #: the short name `make_corruption` and the CLI know it by
 
     @property
     @abstractmethod
@@ -271,7 +271,7 @@ class PixelMask(Corruption):
 
 
 #: name -> constructor, for configs and the CLI
-CORRUPTIONS = {"noise": GaussianNoise, "mask": PixelMask, "pool": AvgPool, "dct": DCTProjection}
+CORRUPTIONS = {c.name: c for c in (GaussianNoise, PixelMask, AvgPool, DCTProjection)}
 
 
 def make_corruption(name: str, **params: float) -> Corruption:

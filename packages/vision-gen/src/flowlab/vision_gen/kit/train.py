@@ -190,9 +190,7 @@ def fit_with_ema(
         ckpt_dir=ckpt_dir,
         ckpt_every=max(1, steps // 4),
     )
-    with ema.swap():
-        state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
-    model.load_state_dict(state)
+    ema.copy_to_model()
 
 
 def _for_inference(field: UNetField | DiTField) -> UNetField | DiTField:

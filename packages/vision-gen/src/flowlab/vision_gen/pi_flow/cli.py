@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from flowlab.core.cli import claim_run_option, device_option
+
 app = typer.Typer(help="pi-Flow: few-step policy students distilled by imitation.", no_args_is_help=True)
 
 
@@ -26,15 +28,6 @@ def _positive(value: int, name: str) -> int:
     if value < 1:
         raise typer.BadParameter(f"{name}: expected a positive integer, got {value}")
     return value
-
-
-def _device(device: str):
-    from flowlab.core.validation import check_device
-
-    try:
-        return check_device(device)
-    except ValueError as err:
-        raise typer.BadParameter(str(err), param_hint="--device") from err
 
 
 def _load(student: Path, device):
@@ -65,13 +58,12 @@ def distill(
     """Distil a student from the kit's rf digits teacher (the shared one by default, built into the cache on first
     use); resumes from OUT/ckpt when interrupted with the same options, refuses a different run in OUT unless
     --overwrite."""
-    from flowlab.core.train import claim_run
     from flowlab.vision_gen.kit.teachers import TeacherConfig, digits_teacher
     from flowlab.vision_gen.pi_flow.model import PiFlowConfig
     from flowlab.vision_gen.pi_flow.store import save_student
     from flowlab.vision_gen.pi_flow.train import distill_digits
 
-    dev = _device(device)
+    dev = device_option(device)
     for value, name in ((steps, "--steps"), (teacher_dim, "--teacher-dim"), (teacher_depth, "--teacher-depth"),
                         (teacher_steps, "--teacher-steps"), (components, "--components")):  # fmt: skip
         _positive(value, name)
@@ -84,10 +76,7 @@ def distill(
         raise typer.BadParameter(str(err)) from err
     spec = {"command": "vision piflow distill", "pi_flow": config.to_dict(),
             "teacher": {**teacher_config.to_dict(), "device": None}}  # fmt: skip
-    try:
-        claim_run(out, spec, overwrite=overwrite, name="--out")
-    except ValueError as err:
-        raise typer.BadParameter(str(err).removeprefix("--out: "), param_hint="--out") from err
+    claim_run_option(out, spec, overwrite=overwrite)
     teacher = digits_teacher(teacher_config, device=dev)
     student = distill_digits(config, teacher, device=dev, progress=True, ckpt_dir=out / "ckpt")
     save_student(out, student, config, teacher_config)
@@ -110,7 +99,7 @@ def sample(
     from flowlab.vision_gen.kit.quality import save_image_grid
     from flowlab.vision_gen.pi_flow.sample import sample_piflow
 
-    dev = _device(device)
+    dev = device_option(device)
     _positive(nfe, "--nfe")
     _positive(n, "--n")
     if out.suffix.lower() != ".png":
@@ -144,7 +133,7 @@ def evaluate(
     from flowlab.vision_gen.pi_flow.evaluate import digits_measures
     from flowlab.vision_gen.pi_flow.sample import sample_piflow
 
-    dev = _device(device)
+    dev = device_option(device)
     nfes = _nfes(nfe)
     _positive(n, "--n")
     _positive(teacher_steps, "--teacher-steps")

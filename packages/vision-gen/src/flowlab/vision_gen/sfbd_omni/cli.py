@@ -9,18 +9,11 @@ from typing import Annotated
 
 import typer
 
+from flowlab.core.cli import claim_run_option, device_option
+
 app = typer.Typer(help="SFBD-OMNI: a clean distribution from corrupted samples.", no_args_is_help=True)
 
 _OBSERVATIONS = (".pt", ".npy", ".safetensors")
-
-
-def _device(device: str):
-    from flowlab.core.validation import check_device
-
-    try:
-        return check_device(device)
-    except ValueError as err:
-        raise typer.BadParameter(str(err), param_hint="--device") from err
 
 
 def _corruption_spec(corruption: str, p: float, sigma: float, k: int, keep: int, noise_std: float):
@@ -64,7 +57,7 @@ def run(
     round; a different run in OUT is refused unless --overwrite."""
     import torch
 
-    from flowlab.core.train import claim_run, data_fingerprint
+    from flowlab.core.train import data_fingerprint
     from flowlab.vision_gen.kit.quality import save_image_grid
     from flowlab.vision_gen.sfbd_omni.data import corrupted_digits
     from flowlab.vision_gen.sfbd_omni.evaluate import distribution_measures
@@ -72,7 +65,7 @@ def run(
     from flowlab.vision_gen.sfbd_omni.store import save_posterior
     from flowlab.vision_gen.sfbd_omni.train import sfbd_omni
 
-    dev = _device(device)
+    dev = device_option(device)
     spec, corr = _corruption_spec(corruption, p, sigma, k, keep, noise_std)
     try:
         config = SFBDConfig(rounds=rounds, pretrain_steps=pretrain_steps, steps_per_round=steps,
@@ -84,10 +77,7 @@ def run(
         raise typer.BadParameter("a clean weight above 0 needs clean images; give --clean > 0", param_hint="--clean")
     spec_run = {"command": "vision sfbd run", "corruption": list(spec), "clean": clean, "seed": seed,
                 "config": config.to_dict(), "data_fingerprint": data_fingerprint(data.clean, data.y)}  # fmt: skip
-    try:
-        claim_run(out, spec_run, overwrite=overwrite, name="--out")
-    except ValueError as err:
-        raise typer.BadParameter(str(err).removeprefix("--out: "), param_hint="--out") from err
+    claim_run_option(out, spec_run, overwrite=overwrite)
     log = (out / "rounds.jsonl").open("a")
 
     def record(k: int, pool: torch.Tensor) -> None:
@@ -156,7 +146,7 @@ def restore(
     from flowlab.vision_gen.sfbd_omni.store import load_posterior
     from flowlab.vision_gen.sfbd_omni.train import reconstruct
 
-    dev = _device(device)
+    dev = device_option(device)
     if out.suffix != ".pt":
         raise typer.BadParameter(f"expected a .pt path, got {out}", param_hint="--out")
     try:

@@ -11,8 +11,6 @@ is judged through.
 
 from __future__ import annotations
 
-import hashlib
-
 import torch
 
 from flowlab.core.grids import uniform
@@ -29,16 +27,10 @@ from flowlab.vision_gen.sfbd_omni.model import ImageMLP
 __all__ = ["distribution_measures", "fit_generator", "generate"]
 
 
-_HISTOGRAMS: dict[str, torch.Tensor] = {}
-
-
-def _reference_histogram(reference: torch.Tensor) -> torch.Tensor:
-    """The digits classifier's class shares (10,) of a reference set, computed once per set (keyed by a digest)."""
-    key = hashlib.sha1(reference.float().contiguous().numpy().tobytes()).hexdigest()
-    if key not in _HISTOGRAMS:
-        shares = torch.tensor(class_histogram(reference.float()).histogram, dtype=torch.float64)
-        _HISTOGRAMS[key] = shares / shares.sum()
-    return _HISTOGRAMS[key]
+def _class_shares(reference: torch.Tensor) -> torch.Tensor:
+    """The digits classifier's class shares (10,) of the reference, the target of the class TV."""
+    shares = torch.tensor(class_histogram(reference.float()).histogram, dtype=torch.float64)
+    return shares / shares.sum()
 
 
 def _projections(d: int, n: int = 256) -> torch.Tensor:
@@ -59,7 +51,7 @@ def distribution_measures(
         "fd": fd.fd,
         "fd_floor": fd.floor,
         "sliced_w": float(sliced_wasserstein(x, reference, projections=theta)),
-        "class_tv": class_histogram(x.float(), target=_reference_histogram(reference)).tv,
+        "class_tv": class_histogram(x.float(), target=_class_shares(reference)).tv,
     }
     if isinstance(corruption, LinearCorruption) and not corruption.identifiable:
         null_x, null_ref = x - corruption.project(x), reference - corruption.project(reference)

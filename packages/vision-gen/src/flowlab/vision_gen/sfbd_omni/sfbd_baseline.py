@@ -82,7 +82,5 @@ def sfbd_gaussian(
         pools.append(pool["x"].cpu().clone())
         if callback is not None:
             callback(k, pools[-1])
-    with ema.swap():
-        final = {k: v.detach().clone() for k, v in denoiser.state_dict().items()}
-    denoiser.load_state_dict(final)
+    ema.copy_to_model()
     return SFBDBaseline(denoiser.eval().requires_grad_(False), pools)

@@ -168,7 +168,5 @@ def sfbd_omni(
             ckpt.mkdir(parents=True, exist_ok=True)
             torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "ema": ema.state_dict(),
                         "generator": g.get_state(), "pools": pools}, ckpt / f"round-{k}.pt")  # fmt: skip
-    with ema.swap():
-        final = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    model.load_state_dict(final)
+    ema.copy_to_model()
     return SFBDResult(model.eval().requires_grad_(False), pools, weight)
