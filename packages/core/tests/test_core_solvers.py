@@ -473,3 +473,32 @@ def test_sde_noise_map_gives_geometric_brownian_motion_its_exact_moments():
     assert abs(float(x1.var()) - ((1 + sigma**2 / 200) ** 200 - 1)) < 5 * 0.009
     with pytest.raises(ValueError, match="noise_map"):
         solve_sde(zero, 1.0, x0, grids.uniform(2, dtype=F64), noise_map="x")
+
+
+def test_edm_sample_takes_per_sample_noise_levels():
+    """(N + 1, B) levels: each sample solved on its own column equals a run with that column alone."""
+    from flowlab.core.solvers import edm_sample
+
+    def denoiser(*, x, sigma):
+        return 0.2 + 0.25 / (0.25 + sigma.reshape(-1, 1) ** 2) * (x - 0.2)
+
+    g = torch.Generator().manual_seed(0)
+    x0 = torch.randn(3, 2, generator=g, dtype=torch.float64)
+    starts = torch.tensor([0.5, 2.0, 9.0], dtype=torch.float64)
+    cols = torch.stack(
+        [
+            torch.cat([torch.linspace(float(s), 0.01, 6, dtype=torch.float64), torch.zeros(1, dtype=torch.float64)])
+            for s in starts
+        ],
+        1,
+    )
+    out = edm_sample(denoiser, None, cols, x_init=x0)
+    for i in range(3):
+        alone = edm_sample(denoiser, None, cols[:, i], x_init=x0[i : i + 1])
+        torch.testing.assert_close(out[i : i + 1], alone)
+    with pytest.raises(ValueError, match="0 for every sample or for none"):
+        bad = cols.clone()
+        bad[-1, 0] = 0.001
+        edm_sample(denoiser, None, bad, x_init=x0)
+    with pytest.raises(ValueError, match="churn"):
+        edm_sample(denoiser, None, cols, x_init=x0, churn=1.0)

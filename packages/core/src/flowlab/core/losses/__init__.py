@@ -1,6 +1,7 @@
 """Training objectives: flow matching (Euclidean, Riemannian, bridge), denoising (DSM, DDPM, EDM), the masked- and
-uniform-diffusion NELBOs, distribution-matching distillation (DMD) and the softplus GAN losses, and the flow-map
-objectives (Lagrangian, Eulerian, progressive, MeanFlow, consistency), each written once for any manifold."""
+uniform-diffusion NELBOs, distribution-matching distillation (DMD) and the softplus GAN losses, the flow-map
+objectives (Lagrangian, Eulerian, progressive, MeanFlow, consistency), each written once for any manifold, and
+ECT's ECM loss in EDM noise levels."""
 
 from flowlab.core.losses.denoising import ddpm_loss, denoising_score_loss, edm_loss, edm_weight
 from flowlab.core.losses.discrete import masked_diffusion_loss, uniform_diffusion_loss
@@ -11,6 +12,7 @@ from flowlab.core.losses.distillation import (
     gan_discriminator_loss,
     gan_generator_loss,
 )
+from flowlab.core.losses.ecm import ecm_loss, ecm_target_level, heun_level_step
 from flowlab.core.losses.flow_map import (
     MeanFlowTarget,
     consistency_loss,
@@ -32,6 +34,8 @@ __all__ = [
     "diagonal_fm_loss",
     "dmd_gradient",
     "dmd_loss",
+    "ecm_loss",
+    "ecm_target_level",
     "edm_loss",
     "edm_weight",
     "esd_loss",
@@ -39,6 +43,7 @@ __all__ = [
     "flow_matching_loss",
     "gan_discriminator_loss",
     "gan_generator_loss",
+    "heun_level_step",
     "lsd_loss",
     "masked_diffusion_loss",
     "meanflow_loss",

@@ -1,5 +1,5 @@
 """Small, domain-agnostic networks: embeddings, MLPs, UNets, DiT blocks, EGNN, graph builders, wrappers and the
-rectified-flow <-> EDM family adapters."""
+rectified-flow <-> EDM family adapters and the sigma <-> core-time adapters of any schedule."""
 
 from flowlab.core.nets.dit import DiT, DiTBlock
 from flowlab.core.nets.egnn import EGNNLayer, EGNNOutput
@@ -8,6 +8,7 @@ from flowlab.core.nets.family import DenoiserAsVelocity, VelocityAsDenoiser, rf_
 from flowlab.core.nets.graph import knn_graph, radius_graph
 from flowlab.core.nets.mlp import MLP, ManifoldMLP, TimeMLP, zero_init
 from flowlab.core.nets.seeding import seeded_init
+from flowlab.core.nets.sigma_time import DenoiserAsTimeModel, TimeModelAsDenoiser
 from flowlab.core.nets.unet import UNet1d, UNet2d
 from flowlab.core.nets.wrappers import (
     ClassifierFreeGuidance,
@@ -19,6 +20,7 @@ from flowlab.core.nets.wrappers import (
 __all__ = [
     "MLP",
     "ClassifierFreeGuidance",
+    "DenoiserAsTimeModel",
     "DenoiserAsVelocity",
     "DiT",
     "DiTBlock",
@@ -31,6 +33,7 @@ __all__ = [
     "PreconditionerCoefficients",
     "SinusoidalEmbedding",
     "TimeMLP",
+    "TimeModelAsDenoiser",
     "UNet1d",
     "UNet2d",
     "VelocityAsDenoiser",

@@ -1,11 +1,12 @@
 """Samplers: fixed-step and adaptive ODE solvers with inversion, Euler-Maruyama SDEs, the EDM sampler, manifold
-ODEs, bridge models from a given start, flow-map sampling, DDIM / DPM-Solver++ diffusion sampling with inversion,
-and CTMC sampling of discrete paths; Euler steppers clipped to a range. Solvers of one family share one signature,
-so swapping a sampler is one word."""
+ODEs, bridge models from a given start, flow-map and multistep consistency sampling, DDIM / DPM-Solver++ diffusion
+sampling with inversion, and CTMC sampling of discrete paths; Euler steppers clipped to a range. Solvers of one
+family share one signature, so swapping a sampler is one word."""
 
 from flowlab.core.solvers.adaptive import ADAPTIVE_METHODS, AdaptiveSolution, solve_ode_adaptive
 from flowlab.core.solvers.bridge import sample_bridge
 from flowlab.core.solvers.clipped import clipped_euler, clipped_jvp_euler, path_envelope, scalar_vjp_euler
+from flowlab.core.solvers.consistency import consistency_sample
 from flowlab.core.solvers.ctmc import solve_ctmc
 from flowlab.core.solvers.diffusion import (
     Inversion,
@@ -38,6 +39,7 @@ __all__ = [
     "Trajectory",
     "clipped_euler",
     "clipped_jvp_euler",
+    "consistency_sample",
     "ddim_step",
     "ddpm_step",
     "dpmpp_step",

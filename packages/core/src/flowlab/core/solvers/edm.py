@@ -15,14 +15,21 @@ from flowlab.core.validation import check_tensor, expand_like
 __all__ = ["edm_sample"]
 
 
-def _check_sigmas(sigmas: Any) -> None:
-    if not isinstance(sigmas, torch.Tensor) or sigmas.dim() != 1 or sigmas.numel() < 2:
+def _check_sigmas(sigmas: Any, batch: int) -> None:
+    ok = isinstance(sigmas, torch.Tensor) and sigmas.dim() in (1, 2) and sigmas.shape[0] >= 2
+    if not ok or (sigmas.dim() == 2 and sigmas.shape[1] != batch):
         shape = tuple(sigmas.shape) if isinstance(sigmas, torch.Tensor) else type(sigmas).__name__
-        raise ValueError(f"sigmas: expected a 1-D tensor of at least 2 noise levels, got {shape}")
+        raise ValueError(
+            f"sigmas: expected at least 2 noise levels, (N + 1,) or per sample (N + 1, {batch}), got {shape}"
+        )
     if not bool(torch.isfinite(sigmas).all()) or bool((sigmas < 0).any()):
         raise ValueError("sigmas: expected finite, non-negative noise levels")
     if not bool((sigmas[1:] < sigmas[:-1]).all()):
         raise ValueError("sigmas: expected strictly decreasing noise levels (sigma_max first)")
+    if sigmas.dim() == 2:
+        zero = sigmas == 0
+        if bool((zero.any(1) & ~zero.all(1)).any()):
+            raise ValueError("sigmas: a level of per-sample noise levels is 0 for every sample or for none")
 
 
 def edm_sample(
@@ -48,7 +55,9 @@ def edm_sample(
 
     denoiser: called as `denoiser(x=x, sigma=sigma, **cond)` with `sigma: (B,)`, returning E[x_data | x];
     noise: (B, ...) standard normal draws; sigmas: (N + 1,) strictly decreasing noise levels, usually ending in 0
-    (e.g. `torch.cat([schedules.EDM()(grids.uniform(N - 1)).sigma, torch.zeros(1)])`); x_init: (B, ...) a given
+    (e.g. `torch.cat([schedules.EDM()(grids.uniform(N - 1)).sigma, torch.zeros(1)])`), or per sample (N + 1, B)
+    (each sample its own start, e.g. the ODE from states at different levels; deterministic only, churn = 0, and
+    a level is 0 for all samples or none); x_init: (B, ...) a given
     state at noise level sigmas[0] to start from instead of noise (pass noise=None), e.g. an observation
     y = x + sigma_0 e of Gaussian-noised data, whose denoising is then a posterior sample (SFBD); churn = 0 gives the
     deterministic Heun sampler (no generator needed). With `return_trajectory=True` the trajectory's `times` are
@@ -60,19 +69,28 @@ def edm_sample(
         raise ValueError("noise, x_init: give exactly one (noise to start at sigmas[0] * noise, x_init to start there)")
     start = x_init if noise is None else noise
     check_tensor(start, "noise" if x_init is None else "x_init")
-    _check_sigmas(sigmas)
+    _check_sigmas(sigmas, start.shape[0])
+    if sigmas.dim() == 2 and churn > 0:
+        raise ValueError("churn: per-sample sigmas (N + 1, B) take the deterministic sampler only (churn = 0)")
     for name, value in (("churn", churn), ("s_noise", s_noise)):
         if not value >= 0:
             raise ValueError(f"{name}: expected a non-negative number, got {value}")
     check_callback(callback)
 
-    levels = sigmas.tolist()  # the per-step decisions below are made once, on the host, before the loop
-    n = len(levels) - 1
-    gammas = [min(churn / n, math.sqrt(2) - 1) if s_tmin <= s <= s_tmax else 0.0 for s in levels[:-1]]
-    hats = [(1 + g) * s for g, s in zip(gammas, levels)]
     batch, device, dtype = start.shape[0], start.device, start.dtype
-    sig = torch.tensor(levels, device=device, dtype=dtype)[:, None].repeat(1, batch)
-    sig_hat = torch.tensor(hats, device=device, dtype=dtype)[:, None].repeat(1, batch)
+    if sigmas.dim() == 2:  # deterministic: no per-level decisions but whether the next level is 0
+        n, gammas = sigmas.shape[0] - 1, [0.0] * (sigmas.shape[0] - 1)
+        positive = (sigmas[:, 0] > 0).tolist()
+        sig = sig_hat = sigmas.to(device=device, dtype=dtype)
+        first: Any = sig[0]
+    else:
+        levels = sigmas.tolist()  # the per-step decisions below are made once, on the host, before the loop
+        n, positive = len(levels) - 1, [s > 0 for s in levels]
+        gammas = [min(churn / n, math.sqrt(2) - 1) if s_tmin <= s <= s_tmax else 0.0 for s in levels[:-1]]
+        hats = [(1 + g) * s for g, s in zip(gammas, levels)]
+        sig = torch.tensor(levels, device=device, dtype=dtype)[:, None].repeat(1, batch)
+        sig_hat = torch.tensor(hats, device=device, dtype=dtype)[:, None].repeat(1, batch)
+        first = levels[0]
 
     def step(i, x, sigma, sigma_next):
         if gammas[i] > 0:
@@ -82,10 +100,10 @@ def edm_sample(
         h = expand_like(sigma_next - s_hat, x)
         d = (x - denoiser(x=x, sigma=s_hat, **cond)) / expand_like(s_hat, x)
         x_next = torch.addcmul(x, h, d)
-        if levels[i + 1] > 0:
+        if positive[i + 1]:
             d_next = (x_next - denoiser(x=x_next, sigma=sigma_next, **cond)) / expand_like(sigma_next, x)
             x_next = torch.addcmul(x, 0.5 * h, d + d_next)
         return x_next
 
-    x_start = x_init if noise is None else levels[0] * noise
+    x_start = x_init if noise is None else (expand_like(first, noise) if sigmas.dim() == 2 else first) * noise
     return run_grid(step, x_start, sig.unbind(0), sigmas, return_trajectory=return_trajectory, callback=callback)
