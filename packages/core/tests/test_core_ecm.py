@@ -101,5 +101,5 @@ def test_bad_inputs_name_the_argument():
         ecm_loss(_exact_map, y, q=2.0, stage=-1)
     with pytest.raises(ValueError, match="teacher"):
         ecm_loss(_exact_map, y, q=2.0, teacher="edm")
-    with pytest.raises(ValueError, match="y"):
+    with pytest.raises(ValueError, match="x_1"):
         ecm_loss(_exact_map, torch.full((4, 2), math.nan), q=2.0)

@@ -1,9 +1,10 @@
 """Command groups of flowlab.vision_gen: `flowlab watermark` (the watermark family: Spherical Watermark with its
 baselines Gaussian Shading and Tree-Ring: keygen, embed, extract, evaluate) and `flowlab vision` (the other
-methods' groups: `piflow`, `sfbd`)."""
+methods' groups: `piflow`, `sfbd`, `cmt`)."""
 
 import typer
 
+from flowlab.vision_gen.cmt import cli as cmt
 from flowlab.vision_gen.pi_flow import cli as pi_flow
 from flowlab.vision_gen.sfbd_omni import cli as sfbd
 from flowlab.vision_gen.watermark import cli as watermark
@@ -14,9 +15,10 @@ app = typer.Typer(
 )
 app.registered_commands += watermark.app.registered_commands
 
-vision = typer.Typer(help="Vision generation methods: pi-Flow distillation, SFBD-OMNI restoration.",
+vision = typer.Typer(help="Vision generation methods: pi-Flow distillation, SFBD-OMNI restoration, CMT.",
                      no_args_is_help=True)  # fmt: skip
 vision.add_typer(pi_flow.app, name="piflow")
 vision.add_typer(sfbd.app, name="sfbd")
+vision.add_typer(cmt.app, name="cmt")
 
 __all__ = ["app", "vision"]

@@ -69,7 +69,7 @@ def heun_level_step(
 
 def ecm_loss(
     consistency_fn: Any,
-    y: torch.Tensor,
+    x_1: torch.Tensor,
     *,
     q: float,
     stage: int = 0,
@@ -84,20 +84,21 @@ def ecm_loss(
     reduction: str = "mean",
     **cond: Any,
 ) -> torch.Tensor:
-    """The ECM loss of `consistency_fn` on data y: (B, ...) (module docstring); a scalar, or (B,) with "none".
+    """The ECM loss of `consistency_fn` on data x_1: (B, ...) (y in the module docstring); a scalar, or (B,) with
+    "none"; `cond` goes to every network call (e.g. class labels y=).
 
     q, stage, k, b: the pairing of `ecm_target_level`; p_mean, p_std: ln t ~ N(p_mean, p_std^2); c: the
     pseudo-Huber constant (None: 0.00054 sqrt(D), D = coordinates per sample; 0: the L2 norm). teacher: an EDM
     denoiser `teacher(x=, sigma=, **cond)` makes it consistency distillation (x_r by `heun_level_step`);
     target_fn: the network giving the target (e.g. an EMA copy; None: consistency_fn itself under no_grad).
-    Noise is drawn with `generator` (on its device, moved to y's).
+    Noise is drawn with `generator` (on its device, moved to x_1's).
     """
     for name, fn in (("consistency_fn", consistency_fn), ("teacher", teacher), ("target_fn", target_fn)):
         if fn is not None and not callable(fn):
             raise ValueError(f"{name}: expected a callable f(x=, sigma=), got {type(fn).__name__}")
     if consistency_fn is None:
         raise ValueError("consistency_fn: expected a callable f(x=, sigma=), got None")
-    check_tensor(y, "y", min_dim=2)
+    y = check_tensor(x_1, "x_1", min_dim=2)
     _check_number(p_std, "p_std", low=0.0, strict=False)
     _check_number(p_mean, "p_mean", low=-math.inf)
     if c is not None:

@@ -1,0 +1,39 @@
+"""Consistency Mid-Training (CMT, Hu et al., ICLR 2026): regress every state of a diffusion teacher's DPM-Solver++
+trajectory onto its endpoint, then post-train a consistency model (ECT) from that initialisation; with random and
+diffusion initialisations, ECT's doubling schedule and consistency distillation as baselines, few-step sampling, and
+the gradient bias at initialisation. See README.md."""
+
+from flowlab.vision_gen.cmt.evaluate import (
+    GradientBias,
+    Quality,
+    few_step_quality,
+    few_step_samples,
+    gradient_bias,
+    quality,
+)
+from flowlab.vision_gen.cmt.model import INITS, METRICS, POST_METHODS, MidConfig, PostConfig, consistency_student
+from flowlab.vision_gen.cmt.objective import Trajectories, cmt_loss, distance, post_loss, teacher_trajectories
+from flowlab.vision_gen.cmt.train import PostResult, mid_train, post_train
+
+__all__ = [
+    "INITS",
+    "METRICS",
+    "POST_METHODS",
+    "GradientBias",
+    "MidConfig",
+    "PostConfig",
+    "PostResult",
+    "Quality",
+    "Trajectories",
+    "cmt_loss",
+    "consistency_student",
+    "distance",
+    "few_step_quality",
+    "few_step_samples",
+    "gradient_bias",
+    "mid_train",
+    "post_loss",
+    "post_train",
+    "quality",
+    "teacher_trajectories",
+]

@@ -1,0 +1,5 @@
+"""Scenarios of CMT: `vision.cmt.digits`."""
+
+from flowlab.vision_gen.cmt.benchmarks.digits import DIGITS
+
+SCENARIOS = (DIGITS,)

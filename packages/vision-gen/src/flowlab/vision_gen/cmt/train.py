@@ -1,0 +1,125 @@
+"""Mid-training and post-training on the core `fit` (Adam, EMA, checkpoint/resume, progress, DDP under torchrun).
+
+student = mid_train(teacher, MidConfig(), device="cpu")                            # CMT
+result = post_train(student, PostConfig(method="ect"), images, labels, device="cpu", evaluate=measure)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from flowlab.core.nets import ECMPreconditioner
+from flowlab.core.train import EMA, fit
+from flowlab.core.train.loop import StepInfo
+from flowlab.vision_gen.cmt.model import MidConfig, PostConfig, consistency_student
+from flowlab.vision_gen.cmt.objective import cmt_loss, post_loss
+from flowlab.vision_gen.kit.teachers import DigitsTeacher
+
+__all__ = ["PostResult", "mid_train", "post_train"]
+
+#: evaluate(student (EMA weights, training mode), step) -> scalar measures, called every eval_every steps
+Evaluate = Callable[[ECMPreconditioner, int], dict[str, float]]
+
+
+@dataclass
+class PostResult:
+    """student: the post-trained student (EMA weights, training mode); curve: (step, measures) at step 0 and every
+    eval_every steps, the last at the final step."""
+
+    student: ECMPreconditioner
+    curve: list[tuple[int, dict[str, float]]] = field(default_factory=list)
+
+
+def _optimiser(model: torch.nn.Module, lr: float, steps: int, decay: bool):
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: max(0.0, 1 - i / steps)) if decay else None
+    return opt, sched
+
+
+def mid_train(
+    teacher: DigitsTeacher,
+    config: MidConfig,
+    *,
+    device: torch.device | str,
+    progress: bool = False,
+    ckpt_dir: str | os.PathLike[str] | None = None,
+) -> ECMPreconditioner:
+    """Consistency mid-training from the diffusion teacher's weights: each step draws batch_size / nfe trajectories
+    of the frozen edm `teacher` (uniform random labels) and regresses every state onto its endpoint (`cmt_loss`);
+    lr decayed linearly to 0. Returns the student with its EMA weights, training mode."""
+    device = torch.device(device)
+    teacher = teacher.to(device)
+    student = consistency_student(teacher, init="cmt", sigma_min=config.sigma_min).to(device)
+    denoiser = teacher.denoiser()
+    size, b = teacher.config.size, config.batch_size // config.nfe
+
+    def batches(step: int, g: torch.Generator) -> dict[str, torch.Tensor]:
+        noise = torch.randn((b, 1, size, size), generator=g).to(device)
+        return {"noise": noise, "y": torch.randint(0, 10, (b,), generator=g).to(device)}
+
+    def loss(model, batch, g):
+        return cmt_loss(model, denoiser, batch["noise"], config, y=batch["y"]), {}
+
+    opt, sched = _optimiser(student, config.lr, config.steps, decay=True)
+    ema = EMA(student, decay=config.ema_decay)
+    fit(student, loss, batches, steps=config.steps, optimizer=opt, lr_schedule=sched, ema=ema, device=device,
+        generator=torch.Generator().manual_seed(config.seed), progress=progress, log_every=max(1, config.steps // 10),
+        ckpt_dir=ckpt_dir, ckpt_every=max(1, config.steps // 4), config={"cmt_mid": config.to_dict()})  # fmt: skip
+    ema.copy_to_model()
+    return student
+
+
+def post_train(
+    student: ECMPreconditioner,
+    config: PostConfig,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    teacher: DigitsTeacher | None = None,
+    device: torch.device | str,
+    evaluate: Evaluate | None = None,
+    progress: bool = False,
+    ckpt_dir: str | os.PathLike[str] | None = None,
+) -> PostResult:
+    """Post-train `student` (trained in place) by config.method on real images (N, 1, S, S) with labels (N,) (the
+    edm `teacher` for "cd"); `evaluate` measures the EMA weights at step 0, every eval_every steps and at the end."""
+    if images.dim() != 4 or labels.shape != (images.shape[0],):
+        raise ValueError(f"images, labels: expected (N, 1, S, S) and (N,), got {tuple(images.shape)}, "
+                         f"{tuple(labels.shape)}")  # fmt: skip
+    device = torch.device(device)
+    student = student.to(device).train()
+    data, targets = images.to(device), labels.to(device)
+    denoiser = None if teacher is None else teacher.to(device).denoiser()
+    result = PostResult(student)
+    if evaluate is not None:
+        result.curve.append((0, evaluate(student, 0)))
+
+    current = {"step": 0}  # the step of the batch being trained on (fit draws a batch, then takes its loss)
+
+    def batches(step: int, g: torch.Generator) -> dict[str, torch.Tensor]:
+        current["step"] = step
+        idx = torch.randint(0, data.shape[0], (config.batch_size,), generator=g).to(device)
+        return {"x": data[idx], "y": targets[idx]}
+
+    def loss(model, batch, g):
+        return post_loss(model, batch["x"], config, step=current["step"], teacher=denoiser, generator=g,
+                         y=batch["y"]), {}  # fmt: skip
+
+    def measure(info: StepInfo) -> None:
+        due = config.eval_every and info.step % config.eval_every == 0
+        if evaluate is not None and info.is_main and (due or info.step == config.steps):
+            with info.ema.swap() as averaged:
+                result.curve.append((info.step, evaluate(averaged, info.step)))
+
+    opt, _ = _optimiser(student, config.lr, config.steps, decay=False)
+    ema = EMA(student, decay=config.ema_decay)
+    fit(student, loss, batches, steps=config.steps, optimizer=opt, ema=ema, device=device,
+        generator=torch.Generator().manual_seed(config.seed), callbacks=(measure,), progress=progress,
+        log_every=max(1, config.steps // 10), ckpt_dir=ckpt_dir, ckpt_every=max(1, config.steps // 4),
+        config={"cmt_post": config.to_dict()})  # fmt: skip
+    ema.copy_to_model()
+    return result
