@@ -13,7 +13,7 @@ from flowlab.vision_gen.cmt.evaluate import (
 )
 from flowlab.vision_gen.cmt.model import INITS, METRICS, POST_METHODS, MidConfig, PostConfig, consistency_student
 from flowlab.vision_gen.cmt.objective import Trajectories, cmt_loss, distance, post_loss, teacher_trajectories
-from flowlab.vision_gen.cmt.train import PostResult, mid_train, post_train
+from flowlab.vision_gen.cmt.train import TrainResult, mid_train, post_train
 
 __all__ = [
     "INITS",
@@ -22,8 +22,8 @@ __all__ = [
     "GradientBias",
     "MidConfig",
     "PostConfig",
-    "PostResult",
     "Quality",
+    "TrainResult",
     "Trajectories",
     "cmt_loss",
     "consistency_student",

@@ -68,7 +68,7 @@ def mid_train(
             "device": None}}  # fmt: skip
     claim_run_option(out, spec, overwrite=overwrite)
     teacher = digits_teacher(teacher_config, device=dev)
-    student = run(teacher, config, device=dev, progress=True, ckpt_dir=out / "ckpt")
+    student = run(teacher, config, device=dev, progress=True, ckpt_dir=out / "ckpt").student
     save_student(out, student, teacher_config, {"init": "cmt", "mid": config.to_dict()})
     typer.echo(f"wrote the mid-trained student to {out}")
 

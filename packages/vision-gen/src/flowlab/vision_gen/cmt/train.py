@@ -19,19 +19,34 @@ from flowlab.vision_gen.cmt.model import MidConfig, PostConfig, consistency_stud
 from flowlab.vision_gen.cmt.objective import cmt_loss, post_loss
 from flowlab.vision_gen.kit.teachers import DigitsTeacher
 
-__all__ = ["PostResult", "mid_train", "post_train"]
+__all__ = ["Evaluate", "TrainResult", "mid_train", "post_train"]
 
 #: evaluate(student (EMA weights, training mode), step) -> scalar measures, called every eval_every steps
 Evaluate = Callable[[ECMPreconditioner, int], dict[str, float]]
 
 
 @dataclass
-class PostResult:
-    """student: the post-trained student (EMA weights, training mode); curve: (step, measures) at step 0 and every
-    eval_every steps, the last at the final step."""
+class TrainResult:
+    """student: the trained student (EMA weights, training mode); curve: (step, measures) at step 0 and every
+    eval_every steps, the last at the final step (empty without an evaluate function)."""
 
     student: ECMPreconditioner
     curve: list[tuple[int, dict[str, float]]] = field(default_factory=list)
+
+
+def _measuring(result: TrainResult, evaluate: Evaluate | None, every: int, steps: int) -> tuple:
+    """The `fit` callbacks that append evaluate(EMA weights, step) to result.curve: now (step 0), every `every`
+    steps and at the last step; none without `evaluate`."""
+    if evaluate is None:
+        return ()
+    result.curve.append((0, evaluate(result.student, 0)))
+
+    def measure(info: StepInfo) -> None:
+        if info.is_main and ((every and info.step % every == 0) or info.step == steps):
+            with info.ema.swap() as averaged:
+                result.curve.append((info.step, evaluate(averaged, info.step)))
+
+    return (measure,)
 
 
 def _optimiser(model: torch.nn.Module, lr: float, steps: int, decay: bool):
@@ -45,12 +60,15 @@ def mid_train(
     config: MidConfig,
     *,
     device: torch.device | str,
+    evaluate: Evaluate | None = None,
+    eval_every: int = 0,
     progress: bool = False,
     ckpt_dir: str | os.PathLike[str] | None = None,
-) -> ECMPreconditioner:
+) -> TrainResult:
     """Consistency mid-training from the diffusion teacher's weights: each step draws batch_size / nfe trajectories
     of the frozen edm `teacher` (uniform random labels) and regresses every state onto its endpoint (`cmt_loss`);
-    lr decayed linearly to 0. Returns the student with its EMA weights, training mode."""
+    lr decayed linearly to 0. Returns the student (EMA weights, training mode) and, with `evaluate`, its curve
+    (step 0, every `eval_every` steps, the last step)."""
     device = torch.device(device)
     teacher = teacher.to(device)
     student = consistency_student(teacher, init="cmt", sigma_min=config.sigma_min).to(device)
@@ -64,13 +82,15 @@ def mid_train(
     def loss(model, batch, g):
         return cmt_loss(model, denoiser, batch["noise"], config, y=batch["y"]), {}
 
+    result = TrainResult(student)
     opt, sched = _optimiser(student, config.lr, config.steps, decay=True)
     ema = EMA(student, decay=config.ema_decay)
     fit(student, loss, batches, steps=config.steps, optimizer=opt, lr_schedule=sched, ema=ema, device=device,
         generator=torch.Generator().manual_seed(config.seed), progress=progress, log_every=max(1, config.steps // 10),
-        ckpt_dir=ckpt_dir, ckpt_every=max(1, config.steps // 4), config={"cmt_mid": config.to_dict()})  # fmt: skip
+        ckpt_dir=ckpt_dir, ckpt_every=max(1, config.steps // 4), config={"cmt_mid": config.to_dict()},
+        callbacks=_measuring(result, evaluate, eval_every, config.steps))  # fmt: skip
     ema.copy_to_model()
-    return student
+    return result
 
 
 def post_train(
@@ -84,7 +104,7 @@ def post_train(
     evaluate: Evaluate | None = None,
     progress: bool = False,
     ckpt_dir: str | os.PathLike[str] | None = None,
-) -> PostResult:
+) -> TrainResult:
     """Post-train `student` (trained in place) by config.method on real images (N, 1, S, S) with labels (N,) (the
     edm `teacher` for "cd"); `evaluate` measures the EMA weights at step 0, every eval_every steps and at the end."""
     if images.dim() != 4 or labels.shape != (images.shape[0],):
@@ -94,10 +114,7 @@ def post_train(
     student = student.to(device).train()
     data, targets = images.to(device), labels.to(device)
     denoiser = None if teacher is None else teacher.to(device).denoiser()
-    result = PostResult(student)
-    if evaluate is not None:
-        result.curve.append((0, evaluate(student, 0)))
-
+    result = TrainResult(student)
     current = {"step": 0}  # the step of the batch being trained on (fit draws a batch, then takes its loss)
 
     def batches(step: int, g: torch.Generator) -> dict[str, torch.Tensor]:
@@ -109,16 +126,11 @@ def post_train(
         return post_loss(model, batch["x"], config, step=current["step"], teacher=denoiser, generator=g,
                          y=batch["y"]), {}  # fmt: skip
 
-    def measure(info: StepInfo) -> None:
-        due = config.eval_every and info.step % config.eval_every == 0
-        if evaluate is not None and info.is_main and (due or info.step == config.steps):
-            with info.ema.swap() as averaged:
-                result.curve.append((info.step, evaluate(averaged, info.step)))
-
     opt, _ = _optimiser(student, config.lr, config.steps, decay=False)
     ema = EMA(student, decay=config.ema_decay)
     fit(student, loss, batches, steps=config.steps, optimizer=opt, ema=ema, device=device,
-        generator=torch.Generator().manual_seed(config.seed), callbacks=(measure,), progress=progress,
+        generator=torch.Generator().manual_seed(config.seed), progress=progress,
+        callbacks=_measuring(result, evaluate, config.eval_every, config.steps),
         log_every=max(1, config.steps // 10), ckpt_dir=ckpt_dir, ckpt_every=max(1, config.steps // 4),
         config={"cmt_post": config.to_dict()})  # fmt: skip
     ema.copy_to_model()

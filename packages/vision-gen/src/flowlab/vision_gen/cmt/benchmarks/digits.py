@@ -1,9 +1,12 @@
 """`vision.cmt.digits` (the headline): consistency post-training of the kit's edm digits teacher from three
 initialisations (random, diffusion, CMT) with ECT's constant small step, beside ECT's doubling schedule and
-consistency distillation from the diffusion initialisation. Every run's 1- and 2-step digits-FD is measured against
-images seen (teacher evaluations counted, CMT's mid-training included) and compared with a target fixed in advance:
-`target_factor` times the teacher's own FD at `teacher_steps` EDM Heun steps, measured in the same run. Also the
-gradient bias of Thm 5.1 at each initialisation. Every curve point goes to `cmt_curves.json` in the run folder."""
+consistency distillation from the diffusion initialisation. Every run gets the same budget of images seen: CMT's
+mid-training (its pairs and as many teacher evaluations) plus its post-training; a baseline spends all of it on
+post-training (CD's teacher evaluations counted). Each run's 1- and 2-step digits-FD is measured against images seen
+and compared with a target fixed in advance: `target_factor` times the teacher's own FD at `teacher_steps` EDM Heun
+steps, measured in the same run; a run that never reaches it counts its whole budget, so the ratio ours / baseline
+is then an upper bound. Also the gradient bias of Thm 5.1 at each initialisation. Every curve point goes to
+`cmt_curves.json` in the run folder."""
 
 from __future__ import annotations
 
@@ -30,14 +33,17 @@ RUNS = ("ect/cmt", "ect/diffusion", "ect/random", "ect_doubling/diffusion", "cd/
 
 @dataclass(frozen=True)
 class DigitsBench(Config):
-    """The `runs` (of RUNS) post-trained by `post` (its method and seed set per run) from the edm `teacher`, CMT
-    mid-trained by `mid`; quality on `n` class-balanced samples; the target `target_factor` x the teacher's FD at
-    `teacher_steps` Heun steps; the gradient bias over `bias_batches` batches of `bias_batch`; up to `workers`
-    processes."""
+    """The `runs` (of RUNS) from the edm `teacher`: CMT mid-trained by `mid` (measured every `mid_eval_every` steps)
+    then post-trained by `post`; the baselines post-trained like `post` (method and seed set per run) for CMT's
+    whole budget of images, measured every `baseline_eval_every` steps; quality on `n` class-balanced samples; the
+    target `target_factor` x the teacher's FD at `teacher_steps` Heun steps; the gradient bias over `bias_batches`
+    batches of `bias_batch`; up to `workers` processes."""
 
     teacher: TeacherConfig
     mid: MidConfig
+    mid_eval_every: int
     post: PostConfig
+    baseline_eval_every: int
     runs: tuple[str, ...]
     n: int
     teacher_steps: int
@@ -52,9 +58,14 @@ def _post_images(method: str, batch: int) -> int:
     return batch * (3 if method == "cd" else 1)
 
 
+def _budget(cfg: DigitsBench) -> int:
+    """CMT's images seen: each mid-training step's pairs and as many teacher evaluations, then post-training."""
+    return cfg.mid.steps * 2 * cfg.mid.batch_size + cfg.post.steps * _post_images(cfg.post.method, cfg.post.batch_size)
+
+
 def _job(cfg: DigitsBench, seed: int, run: str, device: torch.device) -> dict:
-    """One post-training run (CMT's mid-training first for the cmt init): its curve, gradient bias at initialisation
-    and walls. Seeded from the seed and the run alone."""
+    """One run (CMT's mid-training first for the cmt init): its curve over images seen, the gradient bias at the
+    post-training initialisation, walls. Seeded from the seed and the run alone."""
     torch.set_num_threads(1)
     method, init = run.split("/")
     teacher = digits_teacher(cfg.teacher, device=device)
@@ -62,22 +73,29 @@ def _job(cfg: DigitsBench, seed: int, run: str, device: torch.device) -> dict:
     labels = (torch.arange(cfg.n) % 10).to(device)
     noise = torch.randn(cfg.n, 1, cfg.teacher.size, cfg.teacher.size,
                         generator=torch.Generator().manual_seed(seed)).to(device)  # fmt: skip
-    start, offset, mid_seconds = time.perf_counter(), 0, 0.0
+
+    def measure(model, step):
+        return few_step_quality(model, labels, noise, seed=seed)
+
+    start, offset, mid_seconds, curve = time.perf_counter(), 0, 0.0, []
+    post = replace(cfg.post, method=method, seed=seed * 100 + RUNS.index(run))
     if init == "cmt":
-        student = mid_train(teacher, replace(cfg.mid, seed=seed), device=device)
-        offset = cfg.mid.steps * 2 * cfg.mid.batch_size  # the pairs, and as many teacher evaluations
+        mid = mid_train(teacher, replace(cfg.mid, seed=seed), device=device, evaluate=measure,
+                        eval_every=cfg.mid_eval_every)  # fmt: skip
+        student, offset = mid.student, cfg.mid.steps * 2 * cfg.mid.batch_size
+        curve = [{"stage": "mid", "step": s, "images": s * 2 * cfg.mid.batch_size, **m} for s, m in mid.curve[:-1]]
         mid_seconds = time.perf_counter() - start
     else:
         student = consistency_student(teacher, init=init, seed=seed).to(device)
-    post = replace(cfg.post, method=method, seed=seed * 100 + RUNS.index(run))
+        per_step = _post_images(method, post.batch_size)
+        post = replace(post, steps=-(-_budget(cfg) // per_step), eval_every=cfg.baseline_eval_every)
     bias = gradient_bias(student, teacher.denoiser(), data.x.to(device), data.y.to(device), post,
                          batch_size=cfg.bias_batch, batches=cfg.bias_batches, seed=seed)  # fmt: skip
     per_step = _post_images(method, post.batch_size)
-    result = post_train(student, post, data.x, data.y, teacher=teacher, device=device,
-                        evaluate=lambda model, step: few_step_quality(model, labels, noise, seed=seed))  # fmt: skip
-    curve = [{"step": s, "images": offset + s * per_step, **m} for s, m in result.curve]
+    result = post_train(student, post, data.x, data.y, teacher=teacher, device=device, evaluate=measure)
+    curve += [{"stage": "post", "step": s, "images": offset + s * per_step, **m} for s, m in result.curve]
     return {"run": run, "curve": curve, "bias": bias.__dict__, "mid_seconds": mid_seconds,
-            "seconds": time.perf_counter() - start}  # fmt: skip
+            "post_steps": post.steps, "seconds": time.perf_counter() - start}  # fmt: skip
 
 
 def _images_to(curve: list[dict], key: str, target: float) -> tuple[float, bool]:
@@ -110,9 +128,11 @@ def run_digits(ctx: BenchContext) -> BenchResult:
         for key in ("fd_1step", "fd_2step"):
             images, reached = _images_to(curve, key, target)
             row |= {f"images_to_target_{key[3:]}": images, f"reached_{key[3:]}": float(reached)}
-        row |= {"fd_1step_at_start": curve[0]["fd_1step"], "fd_2step_at_start": curve[0]["fd_2step"],
+        start = next(p for p in curve if p["stage"] == "post")  # the post-training initialisation
+        row |= {"fd_1step_at_start": start["fd_1step"], "fd_2step_at_start": start["fd_2step"],
                 "gradient_bias": out["bias"]["bias"], "gradient_bias_relative": out["bias"]["relative"],
-                "gradient_cosine": out["bias"]["cosine"], "seconds": out["seconds"]}  # fmt: skip
+                "gradient_cosine": out["bias"]["cosine"], "post_steps": float(out["post_steps"]),
+                "images": float(curve[-1]["images"]), "seconds": out["seconds"]}  # fmt: skip
         if out["mid_seconds"]:
             row["mid_seconds"] = out["mid_seconds"]
         rows[run] = row
@@ -124,7 +144,10 @@ def run_digits(ctx: BenchContext) -> BenchResult:
         base = rows["ect/diffusion"]
         for part in ("1step", "2step"):
             ours[f"images_ratio_{part}"] = ours[f"images_to_target_{part}"] / base[f"images_to_target_{part}"]
-        ours["fd_1step_ratio"] = ours["fd_1step"] / base["fd_1step"]
+        # at equal post-training steps: ours at its last step against the diffusion run at the same step
+        same = {p["step"]: p for p in by_run["ect/diffusion"]["curve"]}.get(int(ours["post_steps"]))
+        if same is not None:
+            ours["fd_1step_ratio_equal_steps"] = ours["fd_1step"] / same["fd_1step"]
         if "ect/random" in rows:  # Thm 5.1's order: cmt < diffusion < random
             order = (ours["gradient_bias_relative"], base["gradient_bias_relative"],
                      rows["ect/random"]["gradient_bias_relative"])  # fmt: skip
@@ -154,8 +177,10 @@ def _artifacts(cfg: DigitsBench, device: torch.device):
 
 _QUICK = DigitsBench(
     teacher=TeacherConfig(family="edm", size=8),
-    mid=MidConfig(steps=600),
-    post=PostConfig(steps=400, eval_every=50),
+    mid=MidConfig(steps=400),
+    mid_eval_every=100,
+    post=PostConfig(steps=100, eval_every=25),
+    baseline_eval_every=100,
     runs=RUNS,
     n=1000,
     teacher_steps=18,
@@ -165,14 +190,16 @@ _QUICK = DigitsBench(
     workers=2,
 )
 _FULL = replace(_QUICK, teacher=TeacherConfig(family="edm", size=16, dim=128, depth=6, steps=40_000, batch_size=256),
-                mid=MidConfig(steps=5000), post=PostConfig(steps=5000, eval_every=250))  # fmt: skip
+                mid=MidConfig(steps=5000), mid_eval_every=250, post=PostConfig(steps=5000, eval_every=250),
+                baseline_eval_every=500)  # fmt: skip
 _SMOKE = replace(_QUICK, teacher=TeacherConfig(family="edm", dim=16, depth=1, steps=4, batch_size=16),
-                 mid=MidConfig(steps=2, batch_size=16, nfe=4), post=PostConfig(steps=2, batch_size=8, eval_every=1),
-                 n=40, teacher_steps=4, bias_batches=1, bias_batch=8)  # fmt: skip
+                 mid=MidConfig(steps=2, batch_size=16, nfe=4), mid_eval_every=1,
+                 post=PostConfig(steps=2, batch_size=8, eval_every=1), baseline_eval_every=2, n=40, teacher_steps=4,
+                 bias_batches=1, bias_batch=8)  # fmt: skip
 
 _KEYS = ("fd_1step", "fd_2step", "images_to_target_1step", "images_to_target_2step", "fd_1step_at_start",
          "fd_2step_at_start", "gradient_bias", "gradient_bias_relative", "images_ratio_1step", "images_ratio_2step",
-         "fd_1step_ratio")  # fmt: skip
+         "fd_1step_ratio_equal_steps")  # fmt: skip
 
 DIGITS = Scenario(
     name="vision.cmt.digits",
@@ -185,7 +212,7 @@ DIGITS = Scenario(
     description="8x8 digits, the kit's edm teacher: ECT post-training from CMT / diffusion / random initialisation, "
     "ECT with doubling and consistency distillation; 1- and 2-step digits-FD against images seen (mid-training and "
     "teacher evaluations counted), images to reach 2x the teacher's 18-step FD, gradient bias at initialisation.",
-    expected_seconds={"smoke": 20, "quick": 240, "full": 7200},
+    expected_seconds={"smoke": 20, "quick": 330, "full": 7200},
     headline=True,
     claim=Claim(
         "CMT-initialised ECT reaches the target 1-step FD (2x the teacher's 18-step FD) in fewer images than "
