@@ -9,6 +9,7 @@ from flowlab.vision_gen.cmt.evaluate import (
     few_step_quality,
     few_step_samples,
     gradient_bias,
+    oracle_endpoint,
     quality,
 )
 from flowlab.vision_gen.cmt.model import INITS, METRICS, POST_METHODS, MidConfig, PostConfig, consistency_student
@@ -32,6 +33,7 @@ __all__ = [
     "few_step_samples",
     "gradient_bias",
     "mid_train",
+    "oracle_endpoint",
     "post_loss",
     "post_train",
     "quality",
