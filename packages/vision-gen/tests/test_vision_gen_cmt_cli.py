@@ -54,7 +54,7 @@ def test_post_train_from_random_and_never_mixes_runs(tmp_path):
         (["mid-train", "--steps", "0"], "steps"),
         (["mid-train", "--batch-size", "20", "--nfe", "16"], "multiple"),
         (["mid-train", "--metric", "lpips"], "metric"),
-        (["post-train", "--method", "meanflow"], "method"),
+        (["post-train", "--method", "meanflow_x"], "method"),
         (["post-train", "--init", "nosuchfolder"], "--student"),
         (["post-train", "--q", "1"], "q"),
         (["mid-train", "--teacher-dim", "0"], "--teacher-dim"),
@@ -76,3 +76,20 @@ def test_evaluate_refuses_bad_inputs(mid, tmp_path):
     (tmp_path / "student.safetensors").write_bytes(b"garbage")
     res = run.invoke(vision, ["cmt", "evaluate", "--student", str(tmp_path)])
     assert res.exit_code == 2 and "config" in res.output
+
+
+def test_meanflow_branch_end_to_end_and_kind_mismatch(mid, tmp_path):
+    run = CliRunner()
+    mf = tmp_path / "mf"
+    res = run.invoke(vision, ["cmt", "mid-train", "--out", str(mf), "--branch", "meanflow", "--steps", "2",
+                              "--batch-size", "16", "--nfe", "4", *TINY])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    post = tmp_path / "mfpost"
+    res = run.invoke(vision, ["cmt", "post-train", "--out", str(post), "--init", str(mf), "--method", "meanflow",
+                              "--steps", "1", "--batch-size", "8"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    res = run.invoke(vision, ["cmt", "evaluate", "--student", str(post), "--n", "20"])
+    assert res.exit_code == 0 and '"steps": 2' in res.output, res.output
+    wrong = run.invoke(vision, ["cmt", "post-train", "--out", str(tmp_path / "w"), "--init", str(mid), "--method",
+                                "meanflow", "--steps", "1"])  # fmt: skip
+    assert wrong.exit_code == 2 and "meanflow" in wrong.output, wrong.output

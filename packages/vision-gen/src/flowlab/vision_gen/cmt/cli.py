@@ -42,6 +42,9 @@ def mid_train(
     nfe: Annotated[int, typer.Option(help="DPM-Solver++ steps of each teacher trajectory.")] = 16,
     solver: Annotated[str, typer.Option(help="dpmpp_3m or dpmpp_2m.")] = "dpmpp_3m",
     metric: Annotated[str, typer.Option(help="pseudo_huber, l2 (squared) or l2_norm.")] = "pseudo_huber",
+    branch: Annotated[str, typer.Option(help="consistency (endpoints) or meanflow (average velocities).")] = (
+        "consistency"
+    ),
     lr: Annotated[float, typer.Option(help="Adam learning rate, decayed linearly to 0.")] = 5e-4,
     teacher_dim: Annotated[int, typer.Option(help="Width of the kit teacher's ClassDiT.")] = 64,
     teacher_depth: Annotated[int, typer.Option(help="Blocks of the kit teacher's ClassDiT.")] = 4,
@@ -59,8 +62,8 @@ def mid_train(
 
     dev = device_option(device)
     try:
-        config = MidConfig(steps=steps, batch_size=batch_size, nfe=nfe, solver=solver, metric=metric, lr=lr,
-                           seed=seed)  # fmt: skip
+        config = MidConfig(branch=branch, steps=steps, batch_size=batch_size, nfe=nfe, solver=solver, metric=metric,
+                           lr=lr, seed=seed)  # fmt: skip
     except ValueError as err:
         raise typer.BadParameter(str(err)) from err
     teacher_config = _teacher_config(teacher_dim, teacher_depth, teacher_steps, dev)
@@ -77,7 +80,9 @@ def mid_train(
 def post_train(
     out: Annotated[Path, typer.Option(help="Folder for the student and its curve.json.")],
     init: Annotated[str, typer.Option(help="random, diffusion, or a folder written by mid-train.")] = "diffusion",
-    method: Annotated[str, typer.Option(help="ect (constant step), ect_doubling or cd (distillation).")] = "ect",
+    method: Annotated[str, typer.Option(help="ect (constant step), ect_doubling, cd (distillation) or meanflow.")] = (
+        "ect"
+    ),
     steps: Annotated[int, typer.Option(help="Training steps.")] = 400,
     batch_size: Annotated[int, typer.Option(help="Real digits per step.")] = 128,
     lr: Annotated[float, typer.Option(help="Adam learning rate (constant).")] = 2e-4,
@@ -92,6 +97,7 @@ def post_train(
 ) -> None:
     """Post-train a consistency model on the digits train split from a random, diffusion or mid-trained
     initialisation; writes the student and, with --eval-every, its quality curve (curve.json)."""
+    from flowlab.vision_gen.cmt.meanflow import meanflow_student
     from flowlab.vision_gen.cmt.model import PostConfig, consistency_student
     from flowlab.vision_gen.cmt.store import save_student
     from flowlab.vision_gen.cmt.train import post_train as run
@@ -109,12 +115,16 @@ def post_train(
         student = None
     else:
         student, teacher_config, history = _load(Path(init), dev)
+        if (history["kind"] == "meanflow") != (method == "meanflow"):
+            raise typer.BadParameter(f"--init: {init} holds a {history['kind']} student, which --method {method} "
+                                     "does not train (mid-train --branch meanflow for meanflow)")  # fmt: skip
     spec = {"command": "vision cmt post-train", "post": config.to_dict(), "init": init,
             "teacher": {**teacher_config.to_dict(), "device": None}}  # fmt: skip
     claim_run_option(out, spec, overwrite=overwrite)
     teacher = digits_teacher(teacher_config, device=dev)
     if student is None:
-        student = consistency_student(teacher, init=init, seed=seed)
+        make = meanflow_student if method == "meanflow" else consistency_student
+        student = make(teacher, init=init, seed=seed)
     data = load_digits_images(teacher_config.size, split="train")
     measure = _measure(teacher_config.size, dev, n=500, seed=seed) if eval_every else None
     result = run(student, config, data.x, data.y, teacher=teacher, device=dev, evaluate=measure, progress=True,

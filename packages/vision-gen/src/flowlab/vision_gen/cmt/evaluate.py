@@ -12,6 +12,7 @@ import torch
 from flowlab.core.losses import ecm_target_level
 from flowlab.core.solvers import consistency_sample, edm_sample
 from flowlab.core.validation import expand_like
+from flowlab.vision_gen.cmt.meanflow import MeanFlowStudent, meanflow_samples
 from flowlab.vision_gen.cmt.model import PostConfig
 from flowlab.vision_gen.cmt.objective import distance
 from flowlab.vision_gen.kit.metrics import FeatureNetConfig
@@ -62,7 +63,10 @@ def few_step_samples(
     sigma_mid: float = SIGMA_MID,
 ) -> torch.Tensor:
     """Class-conditional samples (B, 1, S, S) of a consistency student in `steps` (1 or 2) network calls from noise:
-    (B, 1, S, S); the student is put in eval mode (f(x; sigma_min) = x) and restored to its mode after."""
+    (B, 1, S, S); the student is put in eval mode (f(x; sigma_min) = x) and restored to its mode after. A
+    `MeanFlowStudent` jumps through the same levels (`meanflow_samples`; no fresh noise)."""
+    if isinstance(student, MeanFlowStudent):
+        return meanflow_samples(student, labels, steps=steps, noise=noise, sigma_max=sigma_max, sigma_mid=sigma_mid)
     if steps not in (1, 2):
         raise ValueError(f"steps: expected 1 or 2, got {steps!r}")
     levels = [sigma_max] if steps == 1 else [sigma_max, sigma_mid]

@@ -15,15 +15,19 @@ from flowlab.core.config import Config
 from flowlab.core.nets import ECMPreconditioner
 from flowlab.vision_gen.kit.teachers import DigitsTeacher
 
-__all__ = ["INITS", "METRICS", "POST_METHODS", "MidConfig", "PostConfig", "consistency_student"]
+__all__ = ["BRANCHES", "INITS", "METRICS", "POST_METHODS", "MidConfig", "PostConfig", "consistency_student"]
 
 #: the initialisations of post-training
 INITS = ("random", "diffusion", "cmt")
 #: the distances of mid-training, named by what they compute: the pseudo-Huber sqrt(|a - b|^2 + c^2) - c,
 #: the squared L2 sum, the L2 norm (the official code's "MAE")
 METRICS = ("pseudo_huber", "l2", "l2_norm")
-#: post-training: ECT with a constant small step (CMT's), ECT with the doubling schedule, consistency distillation
-POST_METHODS = ("ect", "ect_doubling", "cd")
+#: post-training: ECT with a constant small step (CMT's), ECT with the doubling schedule, consistency distillation,
+#: MeanFlow (a two-time student, `meanflow.py`)
+POST_METHODS = ("ect", "ect_doubling", "cd", "meanflow")
+#: mid-training targets: the trajectory's endpoint (CMT for consistency models) or the average velocity between two
+#: of its points (CMT-MF, for MeanFlow)
+BRANCHES = ("consistency", "meanflow")
 
 
 def _check_positive(value: object, name: str, *, integer: bool = False) -> None:
@@ -36,8 +40,10 @@ def _check_positive(value: object, name: str, *, integer: bool = False) -> None:
 class MidConfig(Config):
     """Mid-training: `steps` Adam steps (lr decayed linearly to 0) of `batch_size` (state, endpoint) pairs, i.e.
     batch_size / nfe teacher trajectories of `nfe` DPM-Solver++ (`solver`) steps on the log-SNR-uniform grid from
-    sigma_max to sigma_min, every state regressed onto its trajectory's endpoint with `metric`; EMA `ema_decay`."""
+    sigma_max to sigma_min, every state regressed onto its trajectory's endpoint with `metric` (branch "consistency"),
+    or onto the average velocity to a later point of its trajectory (branch "meanflow", CMT-MF); EMA `ema_decay`."""
 
+    branch: str = "consistency"
     steps: int = 600
     batch_size: int = 128
     nfe: int = 16
@@ -60,6 +66,8 @@ class MidConfig(Config):
             raise ValueError(f"solver: expected dpmpp_2m or dpmpp_3m, got {self.solver!r}")
         if self.metric not in METRICS:
             raise ValueError(f"metric: expected one of {METRICS}, got {self.metric!r}")
+        if self.branch not in BRANCHES:
+            raise ValueError(f"branch: expected one of {BRANCHES}, got {self.branch!r}")
         _check_positive(self.lr, "lr")
         if not 0 <= self.ema_decay < 1:
             raise ValueError(f"ema_decay: expected a value in [0, 1), got {self.ema_decay!r}")
@@ -72,8 +80,8 @@ class MidConfig(Config):
 class PostConfig(Config):
     """Post-training by `method` for `steps` Adam steps at `lr` (constant) on `batch_size` real digits: the ECM loss
     with ln t ~ N(p_mean, p_std^2), pairing constant q (stage 0; "ect", "cd") or doubling (q = 2, one stage every
-    steps / stages steps; "ect_doubling"); pseudo-Huber c (None: 0.00054 sqrt(D)); EMA `ema_decay`; measured every
-    `eval_every` steps (0: only at the end)."""
+    steps / stages steps; "ect_doubling"); pseudo-Huber c (None: 0.00054 sqrt(D)); for "meanflow" the times of
+    `meanflow.meanflow_post_loss` (mf_*); EMA `ema_decay`; measured every `eval_every` steps (0: only at the end)."""
 
     method: str = "ect"
     steps: int = 400
@@ -86,6 +94,9 @@ class PostConfig(Config):
     p_mean: float = -1.1
     p_std: float = 2.0
     c: float | None = None
+    mf_unequal: float = 0.25
+    mf_p_mean: float = -0.4
+    mf_p_std: float = 1.0
     ema_decay: float = 0.99
     eval_every: int = 100
     seed: int = 0
@@ -101,6 +112,8 @@ class PostConfig(Config):
             raise ValueError(f"q: expected a number > 1, got {self.q!r}")
         if not 0 <= self.ema_decay < 1:
             raise ValueError(f"ema_decay: expected a value in [0, 1), got {self.ema_decay!r}")
+        if not 0 <= self.mf_unequal <= 1 or not self.mf_p_std > 0:
+            raise ValueError("mf_unequal, mf_p_std: expected a share in [0, 1] and a positive number")
         if not (isinstance(self.eval_every, int) and self.eval_every >= 0):
             raise ValueError(f"eval_every: expected an int >= 0, got {self.eval_every!r}")
 

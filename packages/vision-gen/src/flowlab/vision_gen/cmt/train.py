@@ -15,14 +15,17 @@ import torch
 from flowlab.core.nets import ECMPreconditioner
 from flowlab.core.train import EMA, fit
 from flowlab.core.train.loop import StepInfo
+from flowlab.vision_gen.cmt.meanflow import MeanFlowStudent, cmt_meanflow_loss, meanflow_post_loss, meanflow_student
 from flowlab.vision_gen.cmt.model import MidConfig, PostConfig, consistency_student
 from flowlab.vision_gen.cmt.objective import cmt_loss, post_loss
 from flowlab.vision_gen.kit.teachers import DigitsTeacher
 
-__all__ = ["Evaluate", "TrainResult", "mid_train", "post_train"]
+__all__ = ["Evaluate", "Student", "TrainResult", "mid_train", "post_train"]
 
+#: a consistency student (`ECMPreconditioner`) or a MeanFlow one
+Student = ECMPreconditioner | MeanFlowStudent
 #: evaluate(student (EMA weights, training mode), step) -> scalar measures, called every eval_every steps
-Evaluate = Callable[[ECMPreconditioner, int], dict[str, float]]
+Evaluate = Callable[[Student, int], dict[str, float]]
 
 
 @dataclass
@@ -30,7 +33,7 @@ class TrainResult:
     """student: the trained student (EMA weights, training mode); curve: (step, measures) at step 0 and every
     eval_every steps, the last at the final step (empty without an evaluate function)."""
 
-    student: ECMPreconditioner
+    student: Student
     curve: list[tuple[int, dict[str, float]]] = field(default_factory=list)
 
 
@@ -66,12 +69,16 @@ def mid_train(
     ckpt_dir: str | os.PathLike[str] | None = None,
 ) -> TrainResult:
     """Consistency mid-training from the diffusion teacher's weights: each step draws batch_size / nfe trajectories
-    of the frozen edm `teacher` (uniform random labels) and regresses every state onto its endpoint (`cmt_loss`);
-    lr decayed linearly to 0. Returns the student (EMA weights, training mode) and, with `evaluate`, its curve
-    (step 0, every `eval_every` steps, the last step)."""
+    of the frozen edm `teacher` (uniform random labels) and regresses every state onto its endpoint (`cmt_loss`;
+    branch "meanflow": a MeanFlow student onto average velocities, `cmt_meanflow_loss`); lr decayed linearly to 0.
+    Returns the student (EMA weights, training mode) and, with `evaluate`, its curve (step 0, every `eval_every`
+    steps, the last step)."""
     device = torch.device(device)
     teacher = teacher.to(device)
-    student = consistency_student(teacher, init="cmt", sigma_min=config.sigma_min).to(device)
+    if config.branch == "meanflow":
+        student: Student = meanflow_student(teacher, init="cmt", seed=config.seed).to(device)
+    else:
+        student = consistency_student(teacher, init="cmt", sigma_min=config.sigma_min).to(device)
     denoiser = teacher.denoiser()
     size, b = teacher.config.size, config.batch_size // config.nfe
 
@@ -80,6 +87,9 @@ def mid_train(
         return {"noise": noise, "y": torch.randint(0, 10, (b,), generator=g).to(device)}
 
     def loss(model, batch, g):
+        if config.branch == "meanflow":
+            return cmt_meanflow_loss(model, denoiser, batch["noise"], nfe=config.nfe, solver=config.solver,
+                                     metric=config.metric, generator=g, y=batch["y"]), {}  # fmt: skip
         return cmt_loss(model, denoiser, batch["noise"], config, y=batch["y"]), {}
 
     result = TrainResult(student)
@@ -94,7 +104,7 @@ def mid_train(
 
 
 def post_train(
-    student: ECMPreconditioner,
+    student: Student,
     config: PostConfig,
     images: torch.Tensor,
     labels: torch.Tensor,
@@ -106,10 +116,14 @@ def post_train(
     ckpt_dir: str | os.PathLike[str] | None = None,
 ) -> TrainResult:
     """Post-train `student` (trained in place) by config.method on real images (N, 1, S, S) with labels (N,) (the
-    edm `teacher` for "cd"); `evaluate` measures the EMA weights at step 0, every eval_every steps and at the end."""
+    edm `teacher` for "cd"; a `MeanFlowStudent` for "meanflow", an `ECMPreconditioner` otherwise); `evaluate`
+    measures the EMA weights at step 0, every eval_every steps and at the end."""
     if images.dim() != 4 or labels.shape != (images.shape[0],):
         raise ValueError(f"images, labels: expected (N, 1, S, S) and (N,), got {tuple(images.shape)}, "
                          f"{tuple(labels.shape)}")  # fmt: skip
+    if (config.method == "meanflow") != isinstance(student, MeanFlowStudent):
+        raise ValueError(f"student: method {config.method!r} needs a "
+                         f"{'MeanFlowStudent' if config.method == 'meanflow' else 'consistency student'}")  # fmt: skip
     device = torch.device(device)
     student = student.to(device).train()
     data, targets = images.to(device), labels.to(device)
@@ -123,6 +137,8 @@ def post_train(
         return {"x": data[idx], "y": targets[idx]}
 
     def loss(model, batch, g):
+        if config.method == "meanflow":
+            return meanflow_post_loss(model, batch["x"], config, generator=g, y=batch["y"]), {}
         return post_loss(model, batch["x"], config, step=current["step"], teacher=denoiser, generator=g,
                          y=batch["y"]), {}  # fmt: skip
 
