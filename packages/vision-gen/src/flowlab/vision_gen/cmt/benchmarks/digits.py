@@ -11,6 +11,7 @@ is then an upper bound. Also the gradient bias of Thm 5.1 at each initialisation
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, replace
 
@@ -19,6 +20,7 @@ import torch
 from flowlab.core.bench import BenchContext, BenchResult, Claim, Curve, Scenario, parallel_map
 from flowlab.core.config import Config
 from flowlab.vision_gen.cmt.evaluate import few_step_quality, gradient_bias, quality
+from flowlab.vision_gen.cmt.meanflow import meanflow_student
 from flowlab.vision_gen.cmt.model import MidConfig, PostConfig, consistency_student
 from flowlab.vision_gen.cmt.train import mid_train, post_train
 from flowlab.vision_gen.kit.data import load_digits_images
@@ -27,8 +29,9 @@ from flowlab.vision_gen.kit.teachers import TeacherConfig, digits_teacher, teach
 
 __all__ = ["DIGITS", "DigitsBench"]
 
-#: the post-training runs: "<method>/<init>"; the first is ours
-RUNS = ("ect/cmt", "ect/diffusion", "ect/random", "ect_doubling/diffusion", "cd/diffusion")
+#: the post-training runs: "<method>/<init>"; the first is ours (and "meanflow/cmt" ours on the MeanFlow branch)
+RUNS = ("ect/cmt", "ect/diffusion", "ect/random", "ect_doubling/diffusion", "cd/diffusion", "meanflow/cmt",
+        "meanflow/diffusion", "meanflow/random")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -80,23 +83,27 @@ def _job(cfg: DigitsBench, seed: int, run: str, device: torch.device) -> dict:
 
     start, offset, mid_seconds, curve = time.perf_counter(), 0, 0.0, []
     post = replace(cfg.post, method=method, seed=seed * 100 + RUNS.index(run))
+    branch = "meanflow" if method == "meanflow" else "consistency"
     if init == "cmt":
-        mid = mid_train(teacher, replace(cfg.mid, seed=seed), device=device, evaluate=measure,
+        mid = mid_train(teacher, replace(cfg.mid, seed=seed, branch=branch), device=device, evaluate=measure,
                         eval_every=cfg.mid_eval_every)  # fmt: skip
         student, offset = mid.student, cfg.mid.steps * 2 * cfg.mid.batch_size
         curve = [{"stage": "mid", "step": s, "images": s * 2 * cfg.mid.batch_size, **m} for s, m in mid.curve[:-1]]
         mid_seconds = time.perf_counter() - start
     else:
-        student = consistency_student(teacher, init=init, seed=seed).to(device)
+        make = meanflow_student if branch == "meanflow" else consistency_student
+        student = make(teacher, init=init, seed=seed).to(device)
         per_step = _post_images(method, post.batch_size)
         post = replace(post, steps=-(-_budget(cfg) // per_step), eval_every=cfg.baseline_eval_every)
-    bias = gradient_bias(student, teacher.denoiser(), data.x.to(device), data.y.to(device), post,
-                         batch_size=cfg.bias_batch, batches=cfg.bias_batches, oracle_steps=cfg.oracle_steps,
-                         seed=seed)  # fmt: skip
+    bias = {"bias": math.nan, "relative": math.nan, "cosine": math.nan}  # Thm 5.1 is about consistency models
+    if branch == "consistency":
+        bias = gradient_bias(student, teacher.denoiser(), data.x.to(device), data.y.to(device), post,
+                             batch_size=cfg.bias_batch, batches=cfg.bias_batches, oracle_steps=cfg.oracle_steps,
+                             seed=seed).__dict__  # fmt: skip
     per_step = _post_images(method, post.batch_size)
     result = post_train(student, post, data.x, data.y, teacher=teacher, device=device, evaluate=measure)
     curve += [{"stage": "post", "step": s, "images": offset + s * per_step, **m} for s, m in result.curve]
-    return {"run": run, "curve": curve, "bias": bias.__dict__, "mid_seconds": mid_seconds,
+    return {"run": run, "curve": curve, "bias": bias, "mid_seconds": mid_seconds,
             "post_steps": post.steps, "seconds": time.perf_counter() - start}  # fmt: skip
 
 
@@ -153,6 +160,10 @@ def run_digits(ctx: BenchContext) -> BenchResult:
         if "ect/random" in rows:  # Thm 5.1's order of the (absolute) bias: cmt < diffusion < random
             order = (ours["gradient_bias"], base["gradient_bias"], rows["ect/random"]["gradient_bias"])
             ours["bias_order_holds"] = float(order[0] < order[1] < order[2])
+    if "meanflow/cmt" in rows and "meanflow/diffusion" in rows:  # the MeanFlow branch, the paper's ImageNet claim
+        mf, mf_base = rows["meanflow/cmt"], rows["meanflow/diffusion"]
+        for part in ("1step", "2step"):
+            ours[f"mf_images_ratio_{part}"] = mf[f"images_to_target_{part}"] / mf_base[f"images_to_target_{part}"]
     span = [min(x for xs, _ in lines1.values() for x in xs), max(x for xs, _ in lines1.values() for x in xs)]
     for lines in (lines1, lines2):
         lines[f"target ({cfg.target_factor:g}x teacher)"] = (span, [target, target])
@@ -182,7 +193,7 @@ _QUICK = DigitsBench(
     mid_eval_every=100,
     post=PostConfig(steps=100, eval_every=25),
     baseline_eval_every=100,
-    runs=RUNS,
+    runs=RUNS[:5],  # the MeanFlow runs (a JVP per step, about 3x an ECT step) in full only
     n=1000,
     teacher_steps=18,
     target_factor=2.0,
@@ -192,16 +203,16 @@ _QUICK = DigitsBench(
     workers=2,
 )
 _FULL = replace(_QUICK, teacher=TeacherConfig(family="edm", size=16, dim=128, depth=6, steps=40_000, batch_size=256),
-                mid=MidConfig(steps=5000), mid_eval_every=250, post=PostConfig(steps=5000, eval_every=250),
+                runs=RUNS, mid=MidConfig(steps=5000), mid_eval_every=250, post=PostConfig(steps=5000, eval_every=250),
                 baseline_eval_every=500, bias_batches=4, bias_batch=256, oracle_steps=64)  # fmt: skip
-_SMOKE = replace(_QUICK, teacher=TeacherConfig(family="edm", dim=16, depth=1, steps=4, batch_size=16),
+_SMOKE = replace(_QUICK, runs=RUNS, teacher=TeacherConfig(family="edm", dim=16, depth=1, steps=4, batch_size=16),
                  mid=MidConfig(steps=2, batch_size=16, nfe=4), mid_eval_every=1,
                  post=PostConfig(steps=2, batch_size=8, eval_every=1), baseline_eval_every=2, n=40, teacher_steps=4,
                  bias_batches=1, bias_batch=8, oracle_steps=4)  # fmt: skip
 
 _KEYS = ("fd_1step", "fd_2step", "images_to_target_1step", "images_to_target_2step", "fd_1step_at_start",
          "fd_2step_at_start", "gradient_bias", "gradient_bias_relative", "images_ratio_1step", "images_ratio_2step",
-         "fd_1step_ratio_equal_steps")  # fmt: skip
+         "fd_1step_ratio_equal_steps", "mf_images_ratio_1step", "mf_images_ratio_2step")  # fmt: skip
 
 DIGITS = Scenario(
     name="vision.cmt.digits",
@@ -214,7 +225,7 @@ DIGITS = Scenario(
     description="8x8 digits, the kit's edm teacher: ECT post-training from CMT / diffusion / random initialisation, "
     "ECT with doubling and consistency distillation; 1- and 2-step digits-FD against images seen (mid-training and "
     "teacher evaluations counted), images to reach 2x the teacher's 18-step FD, gradient bias at initialisation.",
-    expected_seconds={"smoke": 20, "quick": 330, "full": 7200},
+    expected_seconds={"smoke": 20, "quick": 420, "full": 7200},  # measured: quick 415 s on an idle machine
     headline=True,
     claim=Claim(
         "CMT-initialised ECT reaches the target 1-step FD (2x the teacher's 18-step FD) in fewer images than "
