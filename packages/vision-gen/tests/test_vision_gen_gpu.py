@@ -1,6 +1,7 @@
 """On a CUDA device (skipped without one): the kit's sampler and inversion on the tiny UNet agree with CPU, and a
 Spherical watermark embedded and extracted there decodes its message; a pi-Flow student distils a few steps and
-samples there, matching its CPU samples; SFBD-OMNI and its baselines train and sample there."""
+samples there, matching its CPU samples; SFBD-OMNI and its baselines train and sample there; CMT mid- and
+post-trains there."""
 
 from __future__ import annotations
 
@@ -80,3 +81,38 @@ def test_sfbd_omni_rounds_and_baselines_run_on_cuda():
     masked = PixelMask(0.5).sample(truth, generator=g)
     net = ambient_lite(masked, PixelMask(0.5), cfg, device="cuda")
     assert ambient_sample(net, 10, PixelMask(0.5), steps=4, device="cuda").shape == (10, 1, 8, 8)
+
+
+def test_cmt_mid_and_post_training_run_on_cuda():
+    """CMT mid-training (both branches), ECT / CD / MeanFlow post-training, few-step sampling and the gradient bias on
+    CUDA, finite everywhere."""
+    from flowlab.vision_gen.cmt import (
+        MidConfig,
+        PostConfig,
+        consistency_student,
+        few_step_samples,
+        gradient_bias,
+        meanflow_student,
+        mid_train,
+        post_train,
+    )
+    from flowlab.vision_gen.kit.data import load_digits_images
+    from flowlab.vision_gen.kit.teachers import DigitsTeacher, TeacherConfig
+
+    teacher = DigitsTeacher(TeacherConfig(family="edm", dim=16, depth=1, steps=4, batch_size=16)).to("cuda").eval()
+    data = load_digits_images(8, split="train")
+    noise, labels = torch.randn(8, 1, 8, 8, device="cuda"), torch.arange(8, device="cuda")
+    for branch in ("consistency", "meanflow"):
+        mid = mid_train(teacher, MidConfig(branch=branch, steps=2, batch_size=32, nfe=4), device="cuda").student
+        x = few_step_samples(mid, labels, steps=2, noise=noise)
+        assert x.device.type == "cuda" and bool(torch.isfinite(x).all())
+    for method in ("ect", "cd", "meanflow"):
+        make = meanflow_student if method == "meanflow" else consistency_student
+        student = make(teacher, init="diffusion").to("cuda")
+        out = post_train(student, PostConfig(method=method, steps=2, batch_size=8), data.x, data.y, teacher=teacher,
+                         device="cuda").student  # fmt: skip
+        assert all(bool(torch.isfinite(p).all()) for p in out.parameters())
+    student = consistency_student(teacher, init="diffusion").to("cuda")
+    bias = gradient_bias(student, teacher.denoiser(), data.x.cuda(), data.y.cuda(), PostConfig(), batch_size=8,
+                         batches=1, oracle_steps=4)  # fmt: skip
+    assert bias.bias >= 0 and abs(bias.cosine) <= 1 + 1e-6
