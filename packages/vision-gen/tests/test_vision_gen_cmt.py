@@ -178,3 +178,25 @@ def test_tiny_mid_and_post_training_learn():
     cd = post_train(consistency_student(teacher, init="diffusion"), PostConfig(method="cd", steps=2, batch_size=8),
                     data.x, data.y, teacher=teacher, device="cpu")  # fmt: skip
     assert all(bool(torch.isfinite(p).all()) for p in cd.student.parameters())
+
+
+def test_python_entry_points_refuse_bad_input():
+    teacher = DigitsTeacher(TINY)
+    data = load_digits_images(8, split="train")
+    with pytest.raises(ValueError, match="teacher"):
+        consistency_student(DigitsTeacher(TeacherConfig(family="rf", dim=16, depth=1)), init="diffusion")
+    with pytest.raises(ValueError, match="steps: expected 1 or 2"):
+        few_step_samples(consistency_student(teacher, init="diffusion"), torch.arange(2), steps=3,
+                         noise=torch.zeros(2, 1, 8, 8))  # fmt: skip
+    with pytest.raises(ValueError, match="sigma_min"):
+        oracle_endpoint(_gaussian_denoiser, torch.zeros(2, 1, 2, 2), torch.tensor([1.0, 0.001]))
+    with pytest.raises(ValueError, match="MeanFlowStudent"):
+        post_train(consistency_student(teacher, init="diffusion"), PostConfig(method="meanflow", steps=1), data.x,
+                   data.y, device="cpu")  # fmt: skip
+    with pytest.raises(ValueError, match="images, labels"):
+        post_train(consistency_student(teacher, init="diffusion"), PostConfig(steps=1), data.x[:, 0], data.y,
+                   device="cpu")  # fmt: skip
+    with pytest.raises(ValueError, match="metric"):
+        MidConfig(metric="lpips")
+    with pytest.raises(ValueError, match="eval_every"):
+        PostConfig(eval_every=-1)

@@ -58,6 +58,12 @@ def test_post_train_from_random_and_never_mixes_runs(tmp_path):
         (["post-train", "--init", "nosuchfolder"], "--student"),
         (["post-train", "--q", "1"], "q"),
         (["mid-train", "--teacher-dim", "0"], "--teacher-dim"),
+        (["mid-train", "--solver", "euler"], "solver"),
+        (["mid-train", "--branch", "flow"], "branch"),
+        (["mid-train", "--device", "tpu"], "device"),
+        (["post-train", "--batch-size", "0"], "batch_size"),
+        (["post-train", "--lr", "-1"], "lr"),
+        (["post-train", "--eval-every", "-1"], "eval_every"),
     ],
 )
 def test_bad_training_options_are_one_line(tmp_path, args, word):
@@ -93,3 +99,10 @@ def test_meanflow_branch_end_to_end_and_kind_mismatch(mid, tmp_path):
     wrong = run.invoke(vision, ["cmt", "post-train", "--out", str(tmp_path / "w"), "--init", str(mid), "--method",
                                 "meanflow", "--steps", "1"])  # fmt: skip
     assert wrong.exit_code == 2 and "meanflow" in wrong.output, wrong.output
+
+
+def test_evaluate_refuses_bad_numbers(mid):
+    run = CliRunner()
+    for args, word in ((["--n", "1"], "--n"), (["--device", "tpu"], "device")):
+        res = run.invoke(vision, ["cmt", "evaluate", "--student", str(mid), *args])
+        assert res.exit_code == 2 and word in res.output, res.output
