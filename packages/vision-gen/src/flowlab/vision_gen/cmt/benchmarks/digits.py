@@ -189,12 +189,13 @@ def _artifacts(cfg: DigitsBench, device: torch.device):
 
 _QUICK = DigitsBench(
     teacher=TeacherConfig(family="edm", size=8),
-    mid=MidConfig(steps=400),
+    mid=MidConfig(steps=400, batch_size=64),  # 4 trajectories of 16 states a step
     mid_eval_every=100,
-    post=PostConfig(steps=100, eval_every=25),
+    post=PostConfig(steps=100, batch_size=64, eval_every=25),
     baseline_eval_every=100,
-    runs=RUNS[:5],  # the MeanFlow runs (a JVP per step, about 3x an ECT step) in full only
-    n=1000,
+    # CD and the MeanFlow runs (a JVP per step, about 3x an ECT step) in full only, to keep quick near 3 minutes
+    runs=("ect/cmt", "ect/diffusion", "ect/random", "ect_doubling/diffusion"),
+    n=500,
     teacher_steps=18,
     target_factor=2.0,
     bias_batches=2,
@@ -204,7 +205,7 @@ _QUICK = DigitsBench(
 )
 _FULL = replace(_QUICK, teacher=TeacherConfig(family="edm", size=16, dim=128, depth=6, steps=40_000, batch_size=256),
                 runs=RUNS, mid=MidConfig(steps=5000), mid_eval_every=250, post=PostConfig(steps=5000, eval_every=250),
-                baseline_eval_every=500, bias_batches=4, bias_batch=256, oracle_steps=64)  # fmt: skip
+                baseline_eval_every=500, n=1000, bias_batches=4, bias_batch=256, oracle_steps=64)  # fmt: skip
 _SMOKE = replace(_QUICK, runs=RUNS, teacher=TeacherConfig(family="edm", dim=16, depth=1, steps=4, batch_size=16),
                  mid=MidConfig(steps=2, batch_size=16, nfe=4), mid_eval_every=1,
                  post=PostConfig(steps=2, batch_size=8, eval_every=1), baseline_eval_every=2, n=40, teacher_steps=4,
@@ -222,10 +223,11 @@ DIGITS = Scenario(
     variants={"smoke": _SMOKE, "quick": _QUICK, "full": _FULL},
     directions={key: "min" for key in _KEYS}
     | {"acc_1step": "max", "acc_2step": "max", "gradient_cosine": "max", "bias_order_holds": "max"},
-    description="8x8 digits, the kit's edm teacher: ECT post-training from CMT / diffusion / random initialisation, "
-    "ECT with doubling and consistency distillation; 1- and 2-step digits-FD against images seen (mid-training and "
-    "teacher evaluations counted), images to reach 2x the teacher's 18-step FD, gradient bias at initialisation.",
-    expected_seconds={"smoke": 20, "quick": 420, "full": 7200},  # measured: quick 415 s on an idle machine
+    description="8x8 digits, the kit's edm teacher: ECT post-training from CMT / diffusion / random initialisation "
+    "and ECT with doubling (full: also consistency distillation and MeanFlow from the three initialisations); 1- and "
+    "2-step digits-FD against images seen (mid-training and teacher evaluations counted), images to reach 2x the "
+    "teacher's 18-step FD, gradient bias at initialisation.",
+    expected_seconds={"smoke": 20, "quick": 210, "full": 7200},
     headline=True,
     claim=Claim(
         "CMT-initialised ECT reaches the target 1-step FD (2x the teacher's 18-step FD) in fewer images than "
