@@ -22,6 +22,7 @@ from flowlab.core.losses.flow_map import (
     meanflow_loss,
     meanflow_target,
     psd_loss,
+    pseudo_huber,
 )
 from flowlab.core.losses.flow_matching import bridge_loss, flow_matching_loss, riemannian_flow_matching_loss
 
@@ -49,6 +50,7 @@ __all__ = [
     "meanflow_loss",
     "meanflow_target",
     "psd_loss",
+    "pseudo_huber",
     "riemannian_flow_matching_loss",
     "uniform_diffusion_loss",
 ]

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from flowlab.core.distributions import randn
+from flowlab.core.losses.flow_map import pseudo_huber
 from flowlab.core.losses.flow_matching import reduce_loss
 from flowlab.core.validation import check_tensor, expand_like
 
@@ -119,6 +120,4 @@ def ecm_loss(
             target = torch.where(expand_like(positive, y), net(x=x_r, sigma=level, **cond), x_r)
         target = torch.nan_to_num(target).detach()
     sq = (consistency_fn(x=y_t, sigma=t, **cond) - target).pow(2).flatten(1).sum(1)
-    c = 0.00054 * math.sqrt(y[0].numel()) if c is None else float(c)
-    dist = torch.sqrt(sq + c * c) - c
-    return reduce_loss(dist / (t - r), weight=None, reduction=reduction)
+    return reduce_loss(pseudo_huber(sq, y[0].numel(), c) / (t - r), weight=None, reduction=reduction)

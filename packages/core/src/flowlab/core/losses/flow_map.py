@@ -33,9 +33,17 @@ __all__ = [
     "meanflow_loss",
     "meanflow_target",
     "psd_loss",
+    "pseudo_huber",
 ]
 
 _REDUCTIONS = ("mean", "sum", "none")
+
+
+def pseudo_huber(sq: torch.Tensor, dim: int, c: float | None = None) -> torch.Tensor:
+    """sqrt(d² + c²) − c of squared distances sq: (B,) between points with `dim` coordinates; c = None is the
+    iCT/ECT constant 0.00054·sqrt(dim), c = 0 the plain distance."""
+    c = 0.00054 * math.sqrt(dim) if c is None else float(c)
+    return torch.sqrt(sq + c * c) - c
 
 
 def _check_options(manifold: Manifold | None, reduction: str, weight: torch.Tensor | None, batch: int) -> None:
@@ -318,6 +326,5 @@ def consistency_loss(
         target = target_net(x=x_next, s=s_next, t=one, **cond).detach()
     sq = _sq_dist(manifold, flow_map(x=x_s, s=s, t=one, **cond), target)
     if metric == "pseudo_huber":
-        c = 0.00054 * math.sqrt(x_0[0].numel()) if huber_c is None else float(huber_c)
-        sq = torch.sqrt(sq + c * c) - c
+        sq = pseudo_huber(sq, x_0[0].numel(), huber_c)
     return reduce_loss(sq, weight=weight, reduction=reduction)

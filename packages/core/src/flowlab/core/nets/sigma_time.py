@@ -45,8 +45,6 @@ class DenoiserAsTimeModel(nn.Module):
     sigma_t > 0. The prediction is `Prediction.DATA` (pass `prediction="data"` to the diffusion samplers).
     """
 
-    prediction = "data"
-
     def __init__(self, denoiser: Any, schedule: Schedule) -> None:
         super().__init__()
         if not callable(denoiser):

@@ -9,7 +9,6 @@ interval t - s entering every block beside the label through a zero-initialised 
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import torch
@@ -20,7 +19,7 @@ from flowlab.core.losses import meanflow_loss
 from flowlab.core.nets import DenoiserAsVelocity, EDMPreconditioner, SinusoidalEmbedding, rf_time
 from flowlab.core.solvers import sample_flow_map
 from flowlab.core.validation import expand_like
-from flowlab.vision_gen.cmt.model import INITS, PostConfig
+from flowlab.vision_gen.cmt.model import PostConfig, student_network
 from flowlab.vision_gen.cmt.objective import distance, teacher_trajectories
 from flowlab.vision_gen.kit.nets import ClassDiT, check_labels
 from flowlab.vision_gen.kit.teachers import DigitsTeacher
@@ -74,16 +73,10 @@ class MeanFlowStudent(nn.Module):
 
 
 def meanflow_student(teacher: DigitsTeacher, *, init: str, seed: int = 0) -> MeanFlowStudent:
-    """A MeanFlow student on the teacher's architecture: "diffusion" (and "cmt", whose weights the caller loads)
-    copies the teacher's network, "random" draws fresh weights from `seed`. Training mode, requires grad."""
-    if init not in INITS:
-        raise ValueError(f"init: expected one of {INITS}, got {init!r}")
-    if not isinstance(teacher, DigitsTeacher) or teacher.family != "edm":
-        raise ValueError("teacher: expected the kit's edm DigitsTeacher (TeacherConfig(family='edm'))")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        net = DigitsTeacher(teacher.config).net if init == "random" else copy.deepcopy(teacher.net)
-        student = MeanFlowStudent(IntervalClassDiT(net), sigma_data=teacher.config.sigma_data)
+    """A MeanFlow student on the `student_network` of `init` (its interval projection zero). Training mode,
+    requires grad."""
+    net = IntervalClassDiT(student_network(teacher, init=init, seed=seed))
+    student = MeanFlowStudent(net, sigma_data=teacher.config.sigma_data)
     return student.to(next(teacher.parameters()).device).train().requires_grad_(True)
 
 
@@ -153,15 +146,10 @@ def meanflow_samples(
     sigma_mid: float = 0.821,
 ) -> torch.Tensor:
     """Samples (B, 1, S, S) in `steps` (1 or 2) jumps of the flow map from noise (B, 1, S, S) at the time of
-    sigma_max (x = t sigma_max noise), the 2-step jump through the time of sigma_mid; eval mode restored after."""
+    sigma_max (x = t sigma_max noise), the 2-step jump through the time of sigma_mid."""
     if steps not in (1, 2):
         raise ValueError(f"steps: expected 1 or 2, got {steps!r}")
     levels = [sigma_max] if steps == 1 else [sigma_max, sigma_mid]
     grid = torch.tensor([1 / (1 + s) for s in levels] + [1.0], device=noise.device, dtype=noise.dtype)
-    was_training = student.training
-    student.eval()
-    try:
-        with torch.inference_mode():
-            return sample_flow_map(student, grid[0] * sigma_max * noise, grid, y=labels).clamp(-1, 1)
-    finally:
-        student.train(was_training)
+    with torch.inference_mode():  # no mode-dependent layers: train and eval mode sample alike
+        return sample_flow_map(student, grid[0] * sigma_max * noise, grid, y=labels).clamp(-1, 1)

@@ -13,9 +13,19 @@ import torch
 
 from flowlab.core.config import Config
 from flowlab.core.nets import ECMPreconditioner
+from flowlab.vision_gen.kit.nets import ClassDiT
 from flowlab.vision_gen.kit.teachers import DigitsTeacher
 
-__all__ = ["BRANCHES", "INITS", "METRICS", "POST_METHODS", "MidConfig", "PostConfig", "consistency_student"]
+__all__ = [
+    "BRANCHES",
+    "INITS",
+    "METRICS",
+    "POST_METHODS",
+    "MidConfig",
+    "PostConfig",
+    "consistency_student",
+    "student_network",
+]
 
 #: the initialisations of post-training
 INITS = ("random", "diffusion", "cmt")
@@ -124,22 +134,26 @@ class PostConfig(Config):
         return self.q, 0
 
 
-def consistency_student(
-    teacher: DigitsTeacher, *, init: str, seed: int = 0, sigma_min: float = 0.002
-) -> ECMPreconditioner:
-    """f(x=, sigma=(B,), y=(B,)): a `ClassDiT` of the teacher's architecture inside `ECMPreconditioner` (sigma_data
-    of the teacher). init "diffusion" (and "cmt", whose weights the caller then loads) copies the teacher's
-    network, "random" draws fresh weights from `seed`. Training mode, requires grad."""
+def student_network(teacher: DigitsTeacher, *, init: str, seed: int = 0) -> ClassDiT:
+    """The network a student starts from, on the teacher's device: a copy of the edm teacher's `ClassDiT` for
+    "diffusion" (and "cmt", whose weights the caller then loads), fresh weights drawn from `seed` for "random"."""
     if init not in INITS:
         raise ValueError(f"init: expected one of {INITS}, got {init!r}")
     if not isinstance(teacher, DigitsTeacher) or teacher.family != "edm":
         raise ValueError("teacher: expected the kit's edm DigitsTeacher (TeacherConfig(family='edm'))")
-    if init == "random":
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            net = DigitsTeacher(teacher.config).net
-        net = net.to(next(teacher.parameters()).device)
-    else:
-        net = copy.deepcopy(teacher.net)
+    if init != "random":
+        return copy.deepcopy(teacher.net)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = DigitsTeacher(teacher.config).net
+    return net.to(next(teacher.parameters()).device)
+
+
+def consistency_student(
+    teacher: DigitsTeacher, *, init: str, seed: int = 0, sigma_min: float = 0.002
+) -> ECMPreconditioner:
+    """f(x=, sigma=(B,), y=(B,)): the `student_network` of `init` inside `ECMPreconditioner` (sigma_data of the
+    teacher). Training mode, requires grad."""
+    net = student_network(teacher, init=init, seed=seed)
     student = ECMPreconditioner(net, sigma_data=teacher.config.sigma_data, sigma_min=sigma_min)
     return student.train().requires_grad_(True)

@@ -3,14 +3,13 @@ trajectory's endpoint (vision-gen--cmt.md §3), and the post-training step on th
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from flowlab.core.grids import logsnr_uniform
-from flowlab.core.losses import ecm_loss
+from flowlab.core.losses import ecm_loss, pseudo_huber
 from flowlab.core.nets import DenoiserAsTimeModel
 from flowlab.core.schedules import EDM
 from flowlab.core.solvers import sample_diffusion
@@ -69,10 +68,7 @@ def distance(a: torch.Tensor, b: torch.Tensor, metric: str) -> torch.Tensor:
     sq = (a - b).pow(2).flatten(1).sum(1)
     if metric == "l2":
         return sq
-    if metric == "l2_norm":
-        return sq.sqrt()
-    c = 0.00054 * math.sqrt(a[0].numel())
-    return torch.sqrt(sq + c * c) - c
+    return pseudo_huber(sq, a[0].numel(), 0.0 if metric == "l2_norm" else None)
 
 
 def cmt_loss(
