@@ -7,9 +7,10 @@ from dataclasses import dataclass
 import matplotlib
 import numpy as np
 import pytest
+import torch
 from matplotlib.image import imread
 
-from flowlab.core.bench import BenchResult, Scenario, figure
+from flowlab.core.bench import BenchResult, Scenario, figure, peak_memory
 from flowlab.core.config import Config
 
 
@@ -51,3 +52,19 @@ def test_name_seed_depends_on_the_seed_and_the_name_only():
     assert name_seed(0, "value_flows") == 18  # crc32(b"value_flows") % 1000: the seeds behind the recorded rl rows
     seeds = {name_seed(s, n) for s in range(3) for n in ("a", "b", "gaussian_bc", "mac_flow")}
     assert len(seeds) == 12 and all(0 <= x < 3000 for x in seeds)
+
+
+def test_peak_memory_counts_the_live_tensors_of_a_call():
+    mib = 2**20
+
+    def two_live():  # 4 MiB and 8 MiB alive together, then both freed
+        a = torch.ones(mib, dtype=torch.float32)
+        b = torch.ones(2 * mib, dtype=torch.float32)
+        return float(a[0] + b[0])
+
+    def one_at_a_time():  # 8 MiB, freed before the next 8 MiB
+        for _ in range(3):
+            float(torch.ones(2 * mib, dtype=torch.float32)[0])
+
+    assert 12 * mib <= peak_memory(two_live, "cpu") < 13 * mib
+    assert 8 * mib <= peak_memory(one_at_a_time, "cpu") < 9 * mib

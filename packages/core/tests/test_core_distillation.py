@@ -16,6 +16,7 @@ from flowlab.core.losses.distillation import (
     fake_score_loss,
     gan_discriminator_loss,
     gan_generator_loss,
+    gan_losses,
 )
 from flowlab.core.testing.analytic import GaussianMixture
 from flowlab.core.testing.checkerboard import Checkerboard
@@ -65,6 +66,21 @@ def test_gan_losses_are_the_softplus_forms():
     torch.testing.assert_close(gan_generator_loss(logits), sp(-logits).mean())
     torch.testing.assert_close(gan_discriminator_loss(logits, -logits), sp(-logits).mean() + sp(-logits).mean())
     assert math.isclose(float(gan_generator_loss(torch.zeros(4))), math.log(2), rel_tol=1e-6)
+
+
+def test_gan_losses_route_each_gradient_to_its_own_player():
+    torch.manual_seed(0)
+    disc = torch.nn.Linear(3, 1)
+    gen = torch.nn.Linear(2, 3)
+    real, fake = torch.randn(8, 3), gen(torch.randn(8, 2))
+    g_loss, d_loss = gan_losses(disc, real, fake)
+    torch.testing.assert_close(g_loss, gan_generator_loss(disc(fake)))
+    torch.testing.assert_close(d_loss, gan_discriminator_loss(disc(real), disc(fake)))
+    g_loss.backward(retain_graph=True)
+    assert disc.weight.grad is None and gen.weight.grad is not None  # the generator term leaves D alone
+    gen.zero_grad()
+    d_loss.backward()
+    assert disc.weight.grad is not None and gen.weight.grad is None  # ... and D's leaves G
 
 
 def test_distillation_bad_inputs_raise_value_errors():

@@ -34,6 +34,7 @@ __all__ = [
     "figure",
     "name_seed",
     "parallel_map",
+    "peak_memory",
     "require_file",
     "seeded_worker",
     "torch_threads",
@@ -207,6 +208,32 @@ class Timer:
     def __exit__(self, *exc: object) -> None:
         self._sync()
         self.seconds = time.perf_counter() - self._start
+
+
+def peak_memory(fn: Callable[[], object], device: torch.device | str) -> int:
+    """The peak bytes of tensor memory allocated while `fn()` runs, above what was allocated when it started.
+
+    On CUDA: `torch.cuda.max_memory_allocated` after a reset of the peak statistics. Elsewhere: the running sum of
+    the allocations and frees `torch.profiler` records (profile_memory=True), in time order; tensors only, not the
+    allocator's caches or the interpreter (tracemalloc sees neither)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        start = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return int(torch.cuda.max_memory_allocated(device) - start)
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = sorted((e for e in prof.events() if e.self_cpu_memory_usage), key=lambda e: e.time_range.start)
+    current = peak = 0
+    for e in events:
+        current += e.self_cpu_memory_usage
+        peak = max(peak, current)
+    return int(peak)
 
 
 @contextmanager

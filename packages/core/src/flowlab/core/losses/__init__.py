@@ -11,6 +11,7 @@ from flowlab.core.losses.distillation import (
     fake_score_loss,
     gan_discriminator_loss,
     gan_generator_loss,
+    gan_losses,
 )
 from flowlab.core.losses.ecm import ecm_loss, ecm_target_level, heun_level_step
 from flowlab.core.losses.flow_map import (
@@ -44,6 +45,7 @@ __all__ = [
     "flow_matching_loss",
     "gan_discriminator_loss",
     "gan_generator_loss",
+    "gan_losses",
     "heun_level_step",
     "lsd_loss",
     "masked_diffusion_loss",

@@ -7,6 +7,8 @@ losses, in core time on the CondOT path x_t = t x_1 + (1 - t) eps (t = 1 data).
   0.5 ||x - sg(x - grad)||^2, whose gradient is exactly that.
 - `fake_score_loss`: the fake-score network's update, flow matching on the generator's (detached) samples.
 - `gan_generator_loss` / `gan_discriminator_loss`: softplus(-D(fake)) and softplus(-D(real)) + softplus(D(fake)).
+- `gan_losses`: both at once for one optimizer over generator and discriminator: the generator term sees a frozen
+  copy of the discriminator's parameters, the discriminator term a detached fake.
 
 Fields are called `field(x=x_t, t=t, **cond)` and return velocities (B, ...).
 """
@@ -22,7 +24,14 @@ from flowlab.core.paths.affine import AffinePath
 from flowlab.core.schedules import CondOT
 from flowlab.core.validation import check_tensor, expand_like
 
-__all__ = ["dmd_gradient", "dmd_loss", "fake_score_loss", "gan_discriminator_loss", "gan_generator_loss"]
+__all__ = [
+    "dmd_gradient",
+    "dmd_loss",
+    "fake_score_loss",
+    "gan_discriminator_loss",
+    "gan_generator_loss",
+    "gan_losses",
+]
 
 
 def _check_window(s_min: float, s_max: float) -> None:
@@ -102,3 +111,18 @@ def gan_discriminator_loss(real_logits: torch.Tensor, fake_logits: torch.Tensor)
     check_tensor(fake_logits, "fake_logits")
     softplus = torch.nn.functional.softplus
     return softplus(-real_logits).mean() + softplus(fake_logits).mean()
+
+
+def gan_losses(
+    discriminator: torch.nn.Module, real: torch.Tensor, fake: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(generator loss, discriminator loss) of `fake` (B, ...) (with grad to the generator) against `real`, so that
+    one backward of their sum trains both with one optimizer: the generator loss softplus(-D(fake)) reaches the
+    generator only (D's parameters enter it detached, through `torch.func.functional_call`), the discriminator loss
+    softplus(-D(real)) + softplus(D(fake)) reaches the discriminator only (real and fake enter it detached)."""
+    check_tensor(real, "real")
+    check_tensor(fake, "fake")
+    frozen = {name: p.detach() for name, p in discriminator.named_parameters()}
+    generator_loss = gan_generator_loss(torch.func.functional_call(discriminator, frozen, (fake,)))
+    d_loss = gan_discriminator_loss(discriminator(real.detach()), discriminator(fake.detach()))
+    return generator_loss, d_loss

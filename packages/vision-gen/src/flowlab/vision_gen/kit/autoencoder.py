@@ -45,8 +45,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AutoencoderConfig",
+    "ResBlock",
     "TinyAutoencoder",
     "autoencoder_artifact",
+    "group_norm",
     "load_autoencoder",
     "save_autoencoder",
     "tiny_autoencoder",
@@ -112,18 +114,18 @@ class AutoencoderConfig(Config):
         return 2 ** (len(self.channels) - 1)
 
 
-def _norm(channels: int) -> nn.GroupNorm:
+def group_norm(channels: int) -> nn.GroupNorm:
+    """GroupNorm over gcd(channels, 8) groups."""
     return nn.GroupNorm(math.gcd(channels, 8), channels)
 
 
-class _ResBlock(nn.Module):
+class ResBlock(nn.Module):
     """(B, c, H, W) -> (B, c, H, W): x + two norm-SiLU-conv layers."""
 
     def __init__(self, c: int) -> None:
         super().__init__()
-        self.body = nn.Sequential(
-            _norm(c), nn.SiLU(), nn.Conv2d(c, c, 3, padding=1), _norm(c), nn.SiLU(), nn.Conv2d(c, c, 3, padding=1)
-        )
+        conv = [group_norm(c), nn.SiLU(), nn.Conv2d(c, c, 3, padding=1)]
+        self.body = nn.Sequential(*conv, group_norm(c), nn.SiLU(), nn.Conv2d(c, c, 3, padding=1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.body(x)
@@ -131,7 +133,7 @@ class _ResBlock(nn.Module):
 
 def _tail(c: int, out_channels: int) -> nn.Sequential:
     """(B, c, H, W) -> (B, out_channels, H, W): the last residual block, then norm-SiLU-conv."""
-    return nn.Sequential(_ResBlock(c), _norm(c), nn.SiLU(), nn.Conv2d(c, out_channels, 3, padding=1))
+    return nn.Sequential(ResBlock(c), group_norm(c), nn.SiLU(), nn.Conv2d(c, out_channels, 3, padding=1))
 
 
 def _encoder(in_channels: int, channels: tuple[int, ...], out_channels: int) -> nn.Sequential:
@@ -139,7 +141,7 @@ def _encoder(in_channels: int, channels: tuple[int, ...], out_channels: int) -> 
     width, a stride-2 conv into the next width between them."""
     layers: list[nn.Module] = [nn.Conv2d(in_channels, channels[0], 3, padding=1)]
     for c, c_next in itertools.pairwise(channels):
-        layers += [_ResBlock(c), nn.Conv2d(c, c_next, 3, stride=2, padding=1)]
+        layers += [ResBlock(c), nn.Conv2d(c, c_next, 3, stride=2, padding=1)]
     return nn.Sequential(*layers, _tail(channels[-1], out_channels))
 
 
@@ -149,7 +151,7 @@ def _decoder(latent_channels: int, channels: tuple[int, ...], out_channels: int)
     up = channels[::-1]
     layers: list[nn.Module] = [nn.Conv2d(latent_channels, up[0], 3, padding=1)]
     for c, c_next in itertools.pairwise(up):
-        layers += [_ResBlock(c), nn.Upsample(scale_factor=2, mode="nearest"), nn.Conv2d(c, c_next, 3, padding=1)]
+        layers += [ResBlock(c), nn.Upsample(scale_factor=2, mode="nearest"), nn.Conv2d(c, c_next, 3, padding=1)]
     return nn.Sequential(*layers, _tail(up[-1], out_channels))
 
 
