@@ -3,6 +3,8 @@ inference with seam blending."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -120,7 +122,7 @@ def test_fourier_bad_input_names_the_argument():
 def test_tile_starts_cover_the_axis_with_the_overlap():
     assert tile_starts(10, 16, 4) == [0]
     starts = tile_starts(100, 32, 8)
-    assert starts[0] == 0 and starts[-1] == 68 and all(b - a <= 24 for a, b in zip(starts, starts[1:], strict=False))
+    assert starts[0] == 0 and starts[-1] == 68 and all(b - a <= 24 for a, b in itertools.pairwise(starts))
 
 
 def test_tiled_is_exact_for_a_pointwise_map_and_close_for_a_small_conv():
