@@ -45,7 +45,7 @@ def _png(path, size=(13, 9)):
 
 
 def test_train_distill_evaluate_upscale(models, tmp_path):
-    teacher, student = models
+    _, student = models
     assert json.loads((student / "config.json").read_text())["models"] == ["teacher", "stage1", "stage2"]
     run = CliRunner()
     table = tmp_path / "table.json"

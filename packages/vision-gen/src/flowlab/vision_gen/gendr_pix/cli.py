@@ -104,7 +104,7 @@ def distill(
 def evaluate(
     model: Annotated[Path, typer.Option(help="A folder written by train-teacher or distill.")],
     n: Annotated[int, typer.Option(help="Held-out crops of the test photos.")] = 64,
-    size: Annotated[int | None, typer.Option(help="HR side of the held-out crops (default: the training crop).")] = None,
+    size: Annotated[int | None, typer.Option(help="HR crop side (default: the training crop).")] = None,
     cfg_weight: Annotated[float, typer.Option(help="PadCFG's omega for the student's padcfg row.")] = 1.5,
     seed: Annotated[int, typer.Option(help="Seed of the held-out crops and degradations.")] = 100,
     out: Annotated[Path | None, typer.Option(help="Also write the table as JSON here.")] = None,
