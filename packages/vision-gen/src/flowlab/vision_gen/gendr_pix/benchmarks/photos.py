@@ -19,7 +19,7 @@ from flowlab.vision_gen.gendr_pix.data import sr_pairs
 from flowlab.vision_gen.gendr_pix.evaluate import cost_profile, outputs, sr_quality
 from flowlab.vision_gen.gendr_pix.model import GenDRConfig
 from flowlab.vision_gen.gendr_pix.train import distill_stage1, distill_stage2, train_espcn, train_naive, train_teacher
-from flowlab.vision_gen.kit.autoencoder import autoencoder_artifact, tiny_autoencoder
+from flowlab.vision_gen.kit.autoencoder import AutoencoderConfig, autoencoder_artifact, tiny_autoencoder
 from flowlab.vision_gen.kit.quality import strip_figure
 
 __all__ = ["PHOTOS", "PhotosBench"]
@@ -135,10 +135,10 @@ def _artifacts(cfg: PhotosBench, device: torch.device):
 
 
 _QUICK = PhotosBench(
-    gendr=GenDRConfig(),
+    gendr=GenDRConfig(batch_size=16, teacher_steps=300, stage1_steps=150, stage2_steps=200),
     ablations=tuple(ABLATIONS),
-    n_test=256,
-    test_size=32,
+    n_test=128,
+    test_size=64,
     cfg_weights=(1.25, 1.5),
     sizes=(256, 512, 1024),
     repeats=2,
@@ -147,8 +147,11 @@ _QUICK = PhotosBench(
 _FULL = replace(_QUICK, gendr=GenDRConfig(width=128, blocks=8, pairs=16384, batch_size=64, teacher_steps=6000,
                                           stage1_steps=4000, stage2_steps=4000),
                 n_test=512, sizes=(256, 512, 1024, 2048), repeats=3)  # fmt: skip
-_SMOKE = replace(_QUICK, gendr=GenDRConfig(width=8, blocks=1, pairs=64, batch_size=4, teacher_steps=2, stage1_steps=2,
-                                           stage2_steps=2), n_test=8, sizes=(64,), repeats=1)  # fmt: skip
+_SMOKE_AE = AutoencoderConfig(size=32, in_channels=3, latent_channels=8, channels=(4, 8, 8), dataset="photos", steps=4,
+                              batch_size=4)  # fmt: skip
+_SMOKE = replace(_QUICK, gendr=GenDRConfig(autoencoder=_SMOKE_AE, width=8, blocks=1, pairs=64, batch_size=4,
+                                           teacher_steps=2, stage1_steps=2, stage2_steps=2),
+                 n_test=8, sizes=(64,), repeats=1, workers=1)  # fmt: skip
 
 _KEYS = ("psnr", "ssim", "artifact", "psnr_drop_vs_teacher", "artifact_vs_naive")
 _DIRECTIONS = {k: ("max" if k in ("psnr", "ssim") else "min") for k in _KEYS} | {
