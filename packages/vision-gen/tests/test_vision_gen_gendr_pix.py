@@ -155,6 +155,16 @@ def test_training_runs_end_to_end_and_is_seeded(trained, pairs):
         assert not torch.equal(model(pairs.x_up[:2], torch.zeros(2, dtype=torch.long)), pairs.x_up[:2])
 
 
+def test_distillation_does_not_depend_on_the_global_rng(trained, pairs):
+    teacher, one, _ = trained
+    runs = []
+    for seed in (1, 2):  # whatever ran before in the process
+        torch.manual_seed(seed)
+        runs.append(distill_stage2(one, teacher, pairs, TINY))
+    for a, b in zip(runs[0].parameters(), runs[1].parameters(), strict=True):
+        torch.testing.assert_close(a, b)
+
+
 def test_restore_and_upscale_take_any_size_and_every_mode(trained):
     teacher, _one, two = trained
     lq = torch.rand(2, 3, 7, 9) * 2 - 1

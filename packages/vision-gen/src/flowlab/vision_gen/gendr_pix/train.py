@@ -9,6 +9,8 @@ checkpoint/resume, progress, DDP under torchrun), on LQ-HQ pairs drawn from a fi
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -70,16 +72,12 @@ def _train(
     objective.eval().requires_grad_(False)
 
 
-def _net(config: GenDRConfig, stage: str, in_channels: int, out_channels: int, zero_out: bool = False) -> SRNet:
+@contextmanager
+def _seeded(config: GenDRConfig, stage: str) -> Iterator[None]:
+    """Draw the stage's new weights (fresh convs, the discriminator head) from its own seed, whatever ran before."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(config.seed * 10 + _OFFSETS[stage])
-        return SRNet(in_channels, out_channels, config.width, config.blocks, zero_out=zero_out)
-
-
-def _new_ends(net: SRNet, config: GenDRConfig, stage: str, in_channels: int, out_channels: int, zero_out: bool):
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(config.seed * 10 + _OFFSETS[stage])
-        return net.with_ends(in_channels, out_channels, zero_out=zero_out)
+        yield
 
 
 def train_teacher(
@@ -98,8 +96,9 @@ def train_teacher(
         raise ValueError(f"autoencoder: expected an RGB autoencoder downsampling by {config.factor}, got "
                          f"{autoencoder.settings!r}")  # fmt: skip
     latent = autoencoder.settings.latent_channels
-    teacher = LatentTeacher(autoencoder, _net(config, "teacher", latent, latent, zero_out=True)).to(device)
-    _train(TeacherObjective(teacher), pairs, config, "teacher", config.teacher_steps, device=device,
+    with _seeded(config, "teacher"):
+        teacher = LatentTeacher(autoencoder, SRNet(latent, latent, config.width, config.blocks, zero_out=True))
+    _train(TeacherObjective(teacher.to(device)), pairs, config, "teacher", config.teacher_steps, device=device,
            progress=progress, ckpt_dir=ckpt_dir)  # fmt: skip
     return teacher
 
@@ -118,8 +117,10 @@ def distill_stage1(
     by latent L1 + GAN against the teacher-feature discriminator for config.stage1_steps steps."""
     pairs = _check_pairs(pairs, config)
     r, latent = config.factor, teacher.autoencoder.settings.latent_channels
-    student = StageOne(teacher, _new_ends(teacher.net, config, "stage1", 3 * r * r, latent, True)).to(device)
-    _train(StageOneObjective(student, teacher, config), pairs, config, "stage1", config.stage1_steps, device=device,
+    with _seeded(config, "stage1"):
+        student = StageOne(teacher, teacher.net.with_ends(3 * r * r, latent, zero_out=True)).to(device)
+        objective = StageOneObjective(student, teacher, config).to(device)
+    _train(objective, pairs, config, "stage1", config.stage1_steps, device=device,
            progress=progress, ckpt_dir=ckpt_dir)  # fmt: skip
     return student
 
@@ -139,8 +140,10 @@ def distill_stage2(
     config.stage2_steps steps."""
     pairs = _check_pairs(pairs, config)
     r = config.factor
-    student = PixelSR(_new_ends(stage_one.net, config, "stage2", 3 * r * r, 3 * r * r, True), r).to(device)
-    _train(StageTwoObjective(student, stage_one, teacher, config), pairs, config, "stage2", config.stage2_steps,
+    with _seeded(config, "stage2"):
+        student = PixelSR(stage_one.net.with_ends(3 * r * r, 3 * r * r, zero_out=True), r).to(device)
+        objective = StageTwoObjective(student, stage_one, teacher, config).to(device)
+    _train(objective, pairs, config, "stage2", config.stage2_steps,
            device=device, progress=progress, ckpt_dir=ckpt_dir)  # fmt: skip
     return student
 
@@ -157,7 +160,8 @@ def train_naive(
     GAN, RandPad or Fourier loss), in one stage of stage1 + stage2 steps."""
     pairs = _check_pairs(pairs, config)
     r = config.factor
-    student = PixelSR(_new_ends(teacher.net, config, "naive", 3 * r * r, 3 * r * r, True), r).to(device)
+    with _seeded(config, "naive"):
+        student = PixelSR(teacher.net.with_ends(3 * r * r, 3 * r * r, zero_out=True), r).to(device)
     _train(NaiveObjective(student, teacher), pairs, config, "naive", config.stage1_steps + config.stage2_steps,
            device=device, progress=progress, ckpt_dir=None)  # fmt: skip
     return student
@@ -169,7 +173,8 @@ def train_espcn(
     """The ESPCN-like floor: the same pixel net from scratch, L1 to the ground truth, stage1 + stage2 steps."""
     pairs = _check_pairs(pairs, config)
     r = config.factor
-    student = PixelSR(_net(config, "espcn", 3 * r * r, 3 * r * r, zero_out=True), r).to(device)
+    with _seeded(config, "espcn"):
+        student = PixelSR(SRNet(3 * r * r, 3 * r * r, config.width, config.blocks, zero_out=True), r).to(device)
     _train(NaiveObjective(student, None), pairs, config, "espcn", config.stage1_steps + config.stage2_steps,
            device=device, progress=progress, ckpt_dir=None)  # fmt: skip
     return student

@@ -135,7 +135,7 @@ def _artifacts(cfg: PhotosBench, device: torch.device):
 
 
 _QUICK = PhotosBench(
-    gendr=GenDRConfig(batch_size=16, teacher_steps=300, stage1_steps=150, stage2_steps=200),
+    gendr=GenDRConfig(batch_size=16, teacher_steps=250, stage1_steps=150, stage2_steps=200),
     ablations=(),  # in full; with both, a quick seed took 270-277 s on 2 cores (RESULTS.md)
     n_test=128,
     test_size=64,
