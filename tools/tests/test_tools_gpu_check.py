@@ -9,6 +9,8 @@ import subprocess
 import sys
 import zipfile
 
+import pytest
+
 from flowlab.tools.bench.discovery import discover
 from flowlab.tools.gpu_check import ROOT, _missing, build_bundle, scenarios_from_sources, use_wheels
 
@@ -50,3 +52,15 @@ def test_wrapper_runs_the_two_core_timings_from_sources_on_cpu(tmp_path):
     assert len(ran) == 1  # --budget 0: the cheapest scenario starts, none after it
     assert all(r["status"] == "skipped" and "budget" in r["message"] for r in records if r["name"] not in ran)
     assert (tmp_path / "out/report.md").is_file()
+
+
+def test_only_narrows_the_check_and_a_bad_pattern_is_one_line(tmp_path, capsys):
+    from flowlab.tools.gpu_check import main
+
+    out = tmp_path / "out"
+    assert main(["--device", "cpu", "--suite", "smoke", "--only", "core.solvers", "--out", str(out)]) == 0
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [(r["name"], r["status"]) for r in records] == [("core.solvers", "ok")]
+    with pytest.raises(SystemExit):
+        main(["--device", "cpu", "--suite", "smoke", "--only", "no.such.case", "--out", str(out)])
+    assert "--only: no scenario matches 'no.such.case'" in capsys.readouterr().err

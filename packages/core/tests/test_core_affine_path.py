@@ -7,7 +7,7 @@ import itertools
 import pytest
 import torch
 
-from flowlab.core.distributions import StandardNormal, randint, randn, sample_times
+from flowlab.core.distributions import StandardNormal, multinomial, randint, randn, sample_times
 from flowlab.core.paths import AffinePath
 from flowlab.core.schedules import VE, VP, CondOT, Cosine, DiscreteVP
 from flowlab.core.typing import Prediction
@@ -107,6 +107,14 @@ def test_per_sample_generators_make_samples_independent_of_batching():
     assert torch.equal(full[4:], part)
     with pytest.raises(ValueError, match="generator"):
         randn((3, 2), generator=gens[:2])
+
+
+def test_multinomial_draws_on_the_generators_device_and_returns_on_the_probabilities_device():
+    probs = torch.tensor([[0.1, 0.6, 0.3], [0.5, 0.0, 0.5]])
+    out = multinomial(probs, 4, replacement=True, generator=torch.Generator().manual_seed(1))
+    ref = torch.multinomial(probs, 4, replacement=True, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(out, ref) and out.dtype == torch.int64
+    assert not bool((out[1] == 1).any())  # a zero-probability category is never drawn (CUDA probs: test_core_gpu)
 
 
 def test_randint_draws_torch_randint_on_the_generators_device():

@@ -63,3 +63,30 @@ def test_ancestral_ddpm_sampling_on_cuda_takes_a_cpu_generator_and_matches_the_c
         )
 
     torch.testing.assert_close(run(torch.device("cuda")).cpu(), run(torch.device("cpu")), atol=1e-10, rtol=0)
+
+
+@pytest.mark.gpu
+def test_a_cpu_generator_drives_every_random_draw_of_a_cuda_run_with_the_cpu_numbers():
+    """The core scenarios' CUDA runs seed everything with CPU generators: each draw is made on the generator's device
+    and moved, so the CUDA result equals the CPU one (and the mixture density takes points on any device)."""
+    from flowlab.core.gfm.data import random_torus_mixture
+    from flowlab.core.manifolds import FlatTorus
+    from flowlab.core.metrics import sliced_wasserstein
+
+    def seeded() -> torch.Generator:
+        return torch.Generator().manual_seed(0)
+
+    mixture = GaussianMixture.ring(8, radius=3.0, std=0.6, schedule=CondOT(), dtype=F64)
+    cpu, cuda = mixture.sample_data(64, generator=seeded()), mixture.to("cuda", F64).sample_data(64, generator=seeded())
+    assert cuda.device.type == "cuda" and torch.equal(cuda.cpu(), cpu)
+    x, y = cpu, cpu.flip(0) + 1
+    sw = sliced_wasserstein(x, y, num_projections=16, generator=seeded())
+    sw_cuda = sliced_wasserstein(x.cuda(), y.cuda(), num_projections=16, generator=seeded())
+    torch.testing.assert_close(sw_cuda.cpu(), sw, atol=1e-12, rtol=0)
+    torus = FlatTorus(2)
+    assert torch.equal(
+        torus.random_base(8, generator=seeded(), device="cuda").cpu(), torus.random_base(8, generator=seeded())
+    )
+    density = random_torus_mixture(2, components=3, scale=0.3, generator=seeded())
+    points = density.sample(32, generator=seeded())
+    torch.testing.assert_close(density.log_prob(points.cuda()).cpu(), density.log_prob(points))

@@ -2,14 +2,16 @@
 results folder, on a machine with no uv and no network.
 
     tools/gpu-check --out results/gpu            # on the GPU machine: python3 with its own torch, no install step
+    tools/gpu-check --only vision.gendr_pix      # the scenarios matching a pattern, as `flowlab bench --only`
     tools/gpu-check --bundle                     # here: gpu-bundle/, wheels of what such a machine lacks (<= 60 MB)
 
 The wrapper puts every member's `src/` on PYTHONPATH, so scenarios are found from the members' pyproject.toml files
 (entry points need an install). Wheels in `--wheels` (default: gpu-bundle/ when present) are unpacked into a
 temporary folder placed after the machine's own site-packages, so they only fill gaps. A scenario whose package is
 still missing is skipped with the package named. Scenarios start cheapest first; none starts once `--budget`
-seconds have passed, so the whole check ends within about 8 minutes. This module needs only the standard library
-until it imports the runner (which needs torch and matplotlib, and markdown-it-py for report.html).
+seconds have passed, so the whole check ends within about 8 minutes. results.jsonl gains each record as it ends,
+so a check cut short keeps what it did. This module needs only the standard library until it imports the runner
+(which needs torch and matplotlib, and markdown-it-py for report.html).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ BUNDLE = (
     "array-api-compat",
     "natsort",
     "legacy-api-wrap",
+    "scverse-misc",
     "pot",
 )
 BUNDLE_LIMIT_MB = 60.0
@@ -74,6 +77,10 @@ def build_bundle(folder: Path, names: tuple[str, ...] = BUNDLE, limit_mb: float 
         total += size
         written.append(wheel)
         print(f"{wheel.name}: {size:.1f} MB", flush=True)
+        if not wheel.name.endswith("-none-any.whl"):
+            print(f"  {name} is compiled for this Python ({sys.version_info.major}.{sys.version_info.minor}): for a "
+                  "machine with another, replace it by `pip download --no-deps --only-binary=:all: --python-version "
+                  f"X.Y --platform manylinux_2_28_x86_64 {name}=={dist.version}`", flush=True)  # fmt: skip
     print(f"{len(written)} wheel(s), {total:.1f} MB in {folder}", flush=True)
     return written
 
@@ -126,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite", default="default", help="default (the headline cases), smoke or quick")
     parser.add_argument("--budget", type=float, default=420.0, help="no scenario but the first starts after this")
     parser.add_argument("--data", type=Path, default=None, help="the datasets root (default $FLOWLAB_DATA)")
+    parser.add_argument("--only", action="append", help="scenario name, dotted prefix, substring or glob (repeatable)")
     args = parser.parse_args(argv)
     if args.bundle is not None:
         build_bundle(args.bundle)
@@ -137,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     from flowlab.core.bench import SUITES
     from flowlab.datasets import root as data_root
     from flowlab.tools.bench.case import Record, run_one
+    from flowlab.tools.bench.discovery import SelectionError, select
     from flowlab.tools.bench.report import write_report
     from flowlab.tools.bench.runner import build_artifact, required_artifacts
 
@@ -147,7 +156,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--device cuda: torch sees no CUDA device here")
     variant = SUITES[args.suite]
     scenarios, failures = scenarios_from_sources()
-    chosen = [s for s in scenarios if (s.headline if args.suite == "default" else True) or s.name in ALWAYS]
+    if args.only:
+        try:
+            chosen = select(scenarios, args.only, args.suite)
+        except SelectionError as err:
+            parser.error(f"--only: {err}")
+    else:
+        chosen = [s for s in scenarios if (s.headline if args.suite == "default" else True) or s.name in ALWAYS]
     chosen.sort(key=lambda s: s.expected(variant))
     out = args.out or ROOT / "results" / datetime.now().strftime("gpu-check-%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
@@ -158,6 +173,13 @@ def main(argv: list[str] | None = None) -> int:
     for module, why in failures.items():
         print(f"skipped every scenario of {module}: {why}", flush=True)
     built: set[str] = set()
+    log = (out / "results.jsonl").open("w")  # one line per record as it ends: a run cut short keeps what it did
+
+    def keep(rec: Record) -> None:
+        records.append(rec)
+        log.write(json.dumps(rec.to_json()) + "\n")
+        log.flush()
+
     for s in chosen:
         if records and time.perf_counter() - start > args.budget:
             rec = Record(name=s.name, package=s.package, method=s.method, variant=variant, seed=0, status="skipped",
@@ -166,17 +188,15 @@ def main(argv: list[str] | None = None) -> int:
             for artifact in required_artifacts([s], variant, device):
                 if artifact.key() not in built:
                     built.add(artifact.key())
-                    records.append(build_artifact(artifact))
+                    keep(build_artifact(artifact))
                     print(f"artifact {artifact.name}: {records[-1].message}", flush=True)
             rec = run_one(s, seed=0, variant=variant, device=device, out_dir=out, data_root=data)
             missing = _missing(rec.message) if rec.status == "error" else None
             if missing:
                 rec.status, rec.message = "skipped", f"skipped: missing package {missing!r}"
-        records.append(rec)
+        keep(rec)
         print(f"{s.name}: {rec.status} {rec.wall_seconds:.1f} s {rec.message}", flush=True)
-    with (out / "results.jsonl").open("w") as f:
-        for rec in records:
-            f.write(json.dumps(rec.to_json()) + "\n")
+    log.close()
     (out / "skipped_packages.json").write_text(json.dumps(failures, indent=1))
     report = write_report([r.to_json() for r in records], out, suite=args.suite)
     print(f"wrote {out / 'results.jsonl'} and {report} in {time.perf_counter() - start:.0f} s", flush=True)

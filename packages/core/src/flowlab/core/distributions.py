@@ -9,7 +9,7 @@ import torch
 
 from flowlab.core.validation import check_choice, check_tensor
 
-__all__ = ["Generators", "StandardNormal", "rand", "randint", "randn", "sample_times"]
+__all__ = ["Generators", "StandardNormal", "multinomial", "rand", "randint", "randn", "sample_times"]
 
 Generators = torch.Generator | Sequence[torch.Generator] | None
 
@@ -65,6 +65,16 @@ def randint(
     if isinstance(high, bool) or not isinstance(high, int) or high < 1:
         raise ValueError(f"high: expected a positive integer, got {high!r}")
     return _noise(lambda size, **kw: torch.randint(high, size, **kw), shape, generator, device, None)
+
+
+def multinomial(
+    probs: torch.Tensor, num_samples: int, *, replacement: bool = False, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """torch.multinomial of probs: (K,) or (B, K) -> (num_samples,) or (B, num_samples) int64 on probs' device,
+    drawn on the generator's device (a CPU generator serves CUDA probabilities with the same draws)."""
+    source = generator.device if generator is not None else probs.device
+    draw = torch.multinomial(probs.to(source), num_samples, replacement=replacement, generator=generator)
+    return draw.to(probs.device)
 
 
 class StandardNormal:

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 from torch.func import jvp
 
+from flowlab.core.distributions import rand
 from flowlab.core.manifolds.base import Manifold
 from flowlab.core.solvers.manifold import solve_ode_on_manifold
 from flowlab.core.solvers.ode import solve_ode
@@ -212,7 +213,7 @@ def sample_time_pairs(
     dtype = dtype or torch.get_default_dtype()
 
     def uniform() -> torch.Tensor:
-        return torch.rand(batch, generator=generator, device=device, dtype=dtype)
+        return rand((batch,), generator=generator, device=device, dtype=dtype)
 
     # normalised gap: density ∝ (1 - d) on [0, gap]; CDF F(d) = (d - d²/2) / (gap - gap²/2)
     d = 1.0 - torch.sqrt(1.0 - 2.0 * uniform() * (gap - 0.5 * gap * gap))

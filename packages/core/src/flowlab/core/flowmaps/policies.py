@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from flowlab.core.distributions import rand, randint
 from flowlab.core.validation import check_tensor, check_time, expand_like
 
 __all__ = ["DXPolicy", "GMPolicy", "Policy", "average_velocity", "num_substeps", "rollout"]
@@ -143,8 +144,8 @@ class GMPolicy:
             raise ValueError(f"p: expected a dropout probability in [0, 1), got {p!r}")
         batch, k = self.logits.shape[:2]
         device = self.logits.device
-        drop = torch.rand(batch, k, generator=generator, device=device) < p
-        rescue = torch.randint(k, (batch,), generator=generator, device=device)
+        drop = rand((batch, k), generator=generator, device=device) < p
+        rescue = randint(k, (batch,), generator=generator, device=device)
         keep = ~drop | (torch.nn.functional.one_hot(rescue, k).bool() & drop.all(dim=1, keepdim=True))
         keep = keep.reshape(batch, k, *([1] * (self.logits.dim() - 2)))
         self.logits = self.logits.masked_fill(~keep, -math.inf)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from flowlab.core.distributions import randn
+from flowlab.core.distributions import multinomial, randn
 from flowlab.core.manifolds import FlatTorus, PoincareBall, WrappedNormal, wrap
 from flowlab.core.manifolds.base import Manifold, check_count
 from flowlab.core.validation import check_tensor
@@ -164,15 +164,16 @@ class Mixture:
         return f"Mixture({self.manifold!r}, K={len(self.components)}, scale={self.scale})"
 
     def log_prob(self, x: torch.Tensor) -> torch.Tensor:
-        """x: (B, ambient_dim) -> (B,) log-density w.r.t. the Riemannian volume."""
-        parts = torch.stack([c.log_prob(x.to(self.means.dtype)) for c in self.components], dim=-1)
-        return torch.logsumexp(parts + self.weights.log(), dim=-1).to(x.dtype)
+        """x: (B, ambient_dim) on any device -> (B,) log-density w.r.t. the Riemannian volume, computed on the
+        mixture's device and dtype, returned on x's."""
+        parts = torch.stack([c.log_prob(x.to(self.means)) for c in self.components], dim=-1)
+        return torch.logsumexp(parts + self.weights.log(), dim=-1).to(x)
 
     def sample(self, n: int, *, generator: torch.Generator | None = None) -> torch.Tensor:
         """n draws (n, ambient_dim): a component per draw, then exp_mean(P_{0→mean} E w), w ~ N(0, scale² I)."""
         m = self.manifold
         check_count(n)
-        idx = torch.multinomial(self.weights.cpu(), n, replacement=True, generator=generator).to(self.means.device)
+        idx = multinomial(self.weights, n, replacement=True, generator=generator)
         mean = self.means[idx]
         w = self.scale * randn((n, m.dim), generator=generator, device=self.means.device, dtype=self.means.dtype)
         origin = m.origin(device=mean.device, dtype=mean.dtype).expand_as(mean)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import torch
 
-from flowlab.core.distributions import Generators, randn
+from flowlab.core.distributions import Generators, rand, randn
 from flowlab.core.manifolds.base import Manifold, check_count, log_sphere_volume
 from flowlab.core.manifolds.sphere import Sphere
 
@@ -177,13 +177,13 @@ def _gamma(alpha: torch.Tensor, generator: torch.Generator | None) -> torch.Tens
     out = torch.empty_like(alpha)
     pending = torch.ones_like(alpha, dtype=torch.bool)
     while bool(pending.any()):
-        x = torch.randn(alpha.shape, generator=generator, device=alpha.device, dtype=alpha.dtype)
-        u = torch.rand(alpha.shape, generator=generator, device=alpha.device, dtype=alpha.dtype)
+        x = randn(alpha.shape, generator=generator, device=alpha.device, dtype=alpha.dtype)
+        u = rand(alpha.shape, generator=generator, device=alpha.device, dtype=alpha.dtype)
         v = (1 + c * x) ** 3
         ok = (v > 0) & (u.log() < 0.5 * x * x + d - d * v + d * v.clamp_min(1e-30).log())
         take = pending & ok
         out = torch.where(take, d * v, out)
         pending = pending & ~take
-    u = torch.rand(alpha.shape, generator=generator, device=alpha.device, dtype=alpha.dtype)
+    u = rand(alpha.shape, generator=generator, device=alpha.device, dtype=alpha.dtype)
     boost = torch.where(alpha < 1, u.pow(1 / alpha), torch.ones_like(alpha))
     return out * boost

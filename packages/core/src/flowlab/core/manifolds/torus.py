@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import torch
 
+from flowlab.core.distributions import rand
 from flowlab.core.manifolds.base import Manifold, check_count
 from flowlab.core.manifolds.sphere import windings_for
 
@@ -68,12 +69,7 @@ class FlatTorus(Manifold):
     ) -> torch.Tensor:
         """Uniform angles in [-pi, pi)^d: (n, d). A list of generators gives one per sample."""
         check_count(n)
-        if isinstance(generator, Sequence):
-            if len(generator) != n:
-                raise ValueError(f"generator: expected {n} per-sample generators, got {len(generator)}")
-            u = torch.stack([torch.rand(self.dim, generator=g, device=device, dtype=dtype) for g in generator])
-        else:
-            u = torch.rand((n, self.dim), generator=generator, device=device, dtype=dtype)
+        u = rand((n, self.dim), generator=generator, device=device, dtype=dtype)
         return wrap(2 * math.pi * u - math.pi)
 
     def log_volume(self) -> float:

@@ -12,6 +12,7 @@ import ot
 import torch
 
 from flowlab.core.couplings import cost_matrix
+from flowlab.core.distributions import randn
 from flowlab.core.manifolds.base import Manifold
 from flowlab.core.metrics.mmd import _cost, _weights
 from flowlab.core.validation import check_choice, check_tensor
@@ -188,7 +189,7 @@ def sliced_wasserstein(
     if projections is None:
         if not isinstance(num_projections, int) or num_projections < 1:
             raise ValueError(f"num_projections: expected a positive integer, got {num_projections!r}")
-        theta = torch.randn(x.shape[1], num_projections, generator=generator, device=x.device, dtype=x.dtype)
+        theta = randn((x.shape[1], num_projections), generator=generator, device=x.device, dtype=x.dtype)
         theta = theta / theta.norm(dim=0, keepdim=True)
     else:
         check_tensor(projections, "projections", min_dim=2)

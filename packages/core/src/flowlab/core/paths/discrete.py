@@ -18,6 +18,7 @@ from abc import ABC, abstractmethod
 
 import torch
 
+from flowlab.core.distributions import rand, randint
 from flowlab.core.paths.base import DiscretePathSample
 from flowlab.core.schedules import Schedule, ScheduleOutput
 from flowlab.core.validation import check_same_batch, check_tensor, check_time
@@ -80,7 +81,7 @@ class MixtureDiscretePath(ABC):
         self._check_tokens(x_0, "x_0", source=True)
         self._check_tokens(x_1, "x_1", source=False)
         kappa, _ = self.kappa_at(t)
-        keep = torch.rand(x_1.shape, generator=generator, device=x_1.device, dtype=kappa.dtype)
+        keep = rand(x_1.shape, generator=generator, device=x_1.device, dtype=kappa.dtype)
         x_t = torch.where(keep < kappa.reshape(-1, *([1] * (x_1.dim() - 1))), x_1, x_0)
         return DiscretePathSample(x_0=x_0, x_1=x_1, t=t, x_t=x_t)
 
@@ -134,4 +135,4 @@ class UniformDiscretePath(MixtureDiscretePath):
         generator: torch.Generator | None = None,
     ) -> torch.Tensor:
         """Uniform random tokens of `shape` (B, L)."""
-        return torch.randint(0, self.vocab_size, tuple(shape), generator=generator, device=device)
+        return randint(self.vocab_size, tuple(shape), generator=generator, device=device)

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from flowlab.core.distributions import multinomial, rand
 from flowlab.core.paths.discrete import MaskedDiscretePath, MixtureDiscretePath, UniformDiscretePath
 from flowlab.core.solvers.trajectory import StepInfo, Trajectory, check_callback
 from flowlab.core.validation import check_grid, check_tensor
@@ -84,8 +85,8 @@ def solve_ctmc(
     for i in range(grid.numel() - 1):
         logits = posterior(x=x, t=times[i], **cond)
         probs = _probabilities(logits, x, path, temperature, top_p)
-        draw = torch.multinomial(probs.reshape(-1, probs.shape[-1]), 1, generator=generator).reshape(x.shape)
-        jump = torch.rand(x.shape, generator=generator, device=x.device, dtype=grid.dtype) < jump_prob[i]
+        draw = multinomial(probs.reshape(-1, probs.shape[-1]), 1, generator=generator).reshape(x.shape)
+        jump = rand(x.shape, generator=generator, device=x.device, dtype=grid.dtype) < jump_prob[i]
         if isinstance(path, MaskedDiscretePath):
             jump = jump & (x == path.mask_id)
         x = torch.where(jump, draw, x)

@@ -21,7 +21,7 @@ import math
 
 import torch
 
-from flowlab.core.distributions import randn
+from flowlab.core.distributions import multinomial, randn
 from flowlab.core.paths.affine import AffinePath
 from flowlab.core.paths.base import PathSample
 from flowlab.core.schedules import CondOT, Schedule
@@ -402,7 +402,7 @@ class GaussianMixture:
     def sample_data(self, n: int, *, generator: torch.Generator | None = None) -> torch.Tensor:
         """n draws of x_1 from the mixture: (n, D) on the parameters' device and dtype."""
         p = self._params
-        comp = torch.multinomial(p["log_w"].exp().float(), n, replacement=True, generator=generator)
+        comp = multinomial(p["log_w"].exp().float(), n, replacement=True, generator=generator)
         z = randn((n, self.dim), generator=generator, device=p["means"].device, dtype=p["means"].dtype)
         return p["means"][comp] + torch.einsum("nij,nj->ni", p["sqrt"][comp], z)
 
