@@ -133,7 +133,6 @@ def test_stage_objectives_train_student_and_head_but_not_the_frozen_parts(traine
         objective.train().requires_grad_(True)
         for module in (objective.teacher, objective.discriminator.backbone):
             module.requires_grad_(False)
-        objective.student.net.requires_grad_(True)
         loss, logs = objective(batch, torch.Generator().manual_seed(0))
         loss.backward()
         assert torch.isfinite(loss) and {"l1", "g", "d"} <= set(logs)
@@ -141,6 +140,16 @@ def test_stage_objectives_train_student_and_head_but_not_the_frozen_parts(traine
         assert objective.discriminator.head[0].weight.grad is not None
         assert objective.teacher.net.conv_in.weight.grad is None
         assert objective.discriminator.backbone.conv_in.weight.grad is None
+
+
+def test_every_student_trains_its_whole_net_not_only_the_fresh_ends(trained, pairs):
+    """The students start from a frozen trained net (the teacher's, stage I's): every weight of theirs must train."""
+    teacher, one, two = trained
+    naive = train_naive(teacher, pairs, TINY)
+    for student, source in ((one, teacher), (two, one), (naive, teacher)):
+        for (name, new), old in zip(student.net.body.named_parameters(), source.net.body.parameters(), strict=True):
+            assert not torch.equal(new, old), name
+    assert all(p.requires_grad for p in one.net.with_ends(48, 48).parameters())
 
 
 def test_training_runs_end_to_end_and_is_seeded(trained, pairs):

@@ -143,9 +143,9 @@ class SRNet(nn.Module):
         return self.conv_out(self.head(self.features(x, c)))
 
     def with_ends(self, in_channels: int, out_channels: int, *, zero_out: bool = False) -> SRNet:
-        """A copy sharing none of this net's tensors, its body and condition kept, a fresh conv in (unless the
-        channels match) and conv out (unless they match and not `zero_out`)."""
-        net = copy.deepcopy(self)
+        """A trainable copy (whether or not this net is frozen) sharing none of its tensors, its body and condition
+        kept, a fresh conv in (unless the channels match) and conv out (unless they match and not `zero_out`)."""
+        net = copy.deepcopy(self).train().requires_grad_(True)
         width = self.conv_in.out_channels
         if in_channels != self.conv_in.in_channels:
             net.conv_in = nn.Conv2d(in_channels, width, 3, padding=1)
