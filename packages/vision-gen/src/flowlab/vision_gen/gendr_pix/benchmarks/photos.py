@@ -136,7 +136,7 @@ def _artifacts(cfg: PhotosBench, device: torch.device):
 
 _QUICK = PhotosBench(
     gendr=GenDRConfig(batch_size=16, teacher_steps=250, stage1_steps=150, stage2_steps=200),
-    ablations=(),  # in full; with both, a quick seed took 270-277 s on 2 cores (RESULTS.md)
+    ablations=tuple(ABLATIONS),
     n_test=128,
     test_size=64,
     cfg_weights=(1.25, 1.5),
@@ -146,7 +146,7 @@ _QUICK = PhotosBench(
 )
 _FULL = replace(_QUICK, gendr=GenDRConfig(width=128, blocks=8, pairs=16384, batch_size=64, teacher_steps=6000,
                                           stage1_steps=4000, stage2_steps=4000),
-                ablations=tuple(ABLATIONS), n_test=512, sizes=(256, 512, 1024, 2048), repeats=3)  # fmt: skip
+                n_test=512, sizes=(256, 512, 1024, 2048), repeats=3)  # fmt: skip
 _SMOKE_AE = AutoencoderConfig(size=32, in_channels=3, latent_channels=8, channels=(4, 8, 8), dataset="photos", steps=4,
                               batch_size=4)  # fmt: skip
 _SMOKE = replace(_QUICK, gendr=GenDRConfig(autoencoder=_SMOKE_AE, width=8, blocks=1, pairs=64, batch_size=4,
@@ -171,7 +171,7 @@ PHOTOS = Scenario(
     "student against its latent teacher, stage I, bicubic, an ESPCN-like net, the naive VAE removal and the "
     "no-Fourier / no-RandPad ablations (PSNR, SSIM, periodic-artifact energy), with latency and peak memory as "
     "ratios to the teacher up to 1024^2.",
-    expected_seconds={"smoke": 15, "quick": 180, "full": 3600},
+    expected_seconds={"smoke": 15, "quick": 115, "full": 3600},
     headline=True,
     claim=Claim("the VAE-free student is within 1 dB PSNR of its latent teacher", "psnr_drop_vs_teacher", "<=", 1.0),
     requires=_artifacts,
