@@ -90,3 +90,16 @@ def test_a_cpu_generator_drives_every_random_draw_of_a_cuda_run_with_the_cpu_num
     density = random_torus_mixture(2, components=3, scale=0.3, generator=seeded())
     points = density.sample(32, generator=seeded())
     torch.testing.assert_close(density.log_prob(points.cuda()).cpu(), density.log_prob(points))
+
+
+@pytest.mark.gpu
+def test_likelihood_under_inference_mode_on_cuda_keeps_its_divergence():
+    """torch 2.11 on an H200 returned zero vjps under inference mode (every NLL lost its divergence, pytorch#177318):
+    the likelihood under inference mode on CUDA equals the closed form like the plain call."""
+    mixture = GaussianMixture.ring(8, radius=3.0, std=0.6, schedule=CondOT(), dtype=F64).to("cuda", F64)
+    x = mixture.sample_data(128, generator=torch.Generator().manual_seed(0))
+    grid = grids.uniform(32, dtype=F64, device="cuda").flip(0)
+    with torch.inference_mode():
+        res = log_likelihood(mixture.velocity, x, source=StandardNormal((2,)), grid=grid, method="rk4")
+    truth = mixture.log_prob(x, torch.ones(len(x), dtype=F64, device="cuda"))
+    assert float((res.log_prob - truth).abs().max()) < 1e-3

@@ -7,9 +7,10 @@ log p_{grid[0]}(x at grid[0]) = log p_{grid[-1]}(x at grid[-1]) + delta(grid[-1]
 
 One field evaluation per Runge-Kutta stage yields both the slope and the divergence; stages whose weight b_s is zero
 (the first stage of midpoint) need only the slope, so their divergence is never computed. Hutchinson probes are
-drawn once per trajectory. Nothing inside the step loop synchronises with the host, and no mode is forced: wrap the
-call in `torch.inference_mode()` for evaluation, or leave autograd on to differentiate the log-likelihood with respect
-to the inputs or the field's parameters.
+drawn once per trajectory. Nothing inside the step loop synchronises with the host: call it under `torch.no_grad()`
+or `torch.inference_mode()` for evaluation (the solve itself leaves inference mode, where older torch releases return
+zero derivatives), or with `enable_grad=True` to differentiate the log-likelihood with respect to the inputs or the
+field's parameters.
 """
 
 from __future__ import annotations
@@ -221,7 +222,18 @@ def _check_enable_grad(enable_grad: object) -> None:
         raise ValueError(f"enable_grad: expected a bool, got {enable_grad!r}")
 
 
-def _solve(
+def _solve(field, x, grid, **options):
+    """`_solve_augmented`, out of inference mode. torch.func's vjp returns zeros under `torch.inference_mode()` in
+    torch releases without the fix of pytorch#177318 (seen with torch 2.11 on CUDA: every NLL lost its divergence), so
+    the solve runs with inference mode off, on normal copies of the tensors that may have been made under it."""
+    if not torch.is_inference_mode_enabled():
+        return _solve_augmented(field, x, grid, **options)
+    with torch.inference_mode(False):
+        cond = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in options.pop("cond").items()}
+        return _solve_augmented(field, x.clone(), None if grid is None else grid.clone(), cond=cond, **options)
+
+
+def _solve_augmented(
     field,
     x,
     grid,
