@@ -1,4 +1,5 @@
-"""FlowLab's pytest plugin: a no-network guard, a `device` fixture over every available device, and `gpu` skips.
+"""FlowLab's pytest plugin: a no-network guard, a `device` fixture over every available device, `gpu` skips, and
+a console wide enough that rich never wraps a CLI's one-line error.
 
 Enabled for the whole workspace with `-p flowlab.core.testing.plugin`; any test that opens a connection to a
 non-loopback address fails with a message naming the address.
@@ -7,6 +8,7 @@ non-loopback address fails with a message naming the address.
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 
 import pytest
@@ -75,6 +77,13 @@ def pytest_runtest_call(item: pytest.Item):
         yield
     finally:
         remove_network_guard()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # typer's rich boxes a CLI error at the console width (80 off a terminal): a word of it could break across lines
+    # wherever the length of a temporary path puts it, so the CLIs under test get a console too wide to wrap (typer
+    # reads TERMINAL_WIDTH when first imported, after this hook; pytest's own output keeps its width)
+    os.environ["TERMINAL_WIDTH"] = "2000"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
