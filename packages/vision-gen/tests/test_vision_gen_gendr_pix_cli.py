@@ -137,3 +137,28 @@ def test_upscale_bad_input_is_one_clear_line(models, tmp_path):
         res = run.invoke(vision, ["upscale", *args, *model])
         assert res.exit_code == 2, (args, res.output)
         assert word in res.output and "Traceback" not in res.output, (args, res.output)
+
+
+def test_upscale_without_model_builds_the_default_student_once(tmp_path, monkeypatch):
+    """No --model: the quick-recipe student (here a tiny recipe) is trained into the artifact cache on the first
+    call and read from it on the next."""
+    from flowlab.vision_gen.gendr_pix import pretrained
+    from flowlab.vision_gen.gendr_pix.model import GenDRConfig
+
+    monkeypatch.setenv("FLOWLAB_CACHE", str(tmp_path / "cache"))
+    recipe = GenDRConfig(autoencoder=TINY_AE, width=8, blocks=1, crop=16, pairs=16, batch_size=4, teacher_steps=2,
+                         stage1_steps=1, stage2_steps=1)  # fmt: skip
+    monkeypatch.setattr(pretrained, "QUICK_RECIPE", recipe)
+    image = _png(tmp_path / "photo.png")
+    run = CliRunner()
+    for _ in range(2):
+        res = run.invoke(vision, ["upscale", str(image)])
+        assert res.exit_code == 0, res.output
+        assert "default student" in res.output and "wrote 52x36" in res.output
+    with Image.open(tmp_path / "photo_x4.png") as im:
+        assert im.size == (52, 36)
+    entry = pretrained.student_artifact(recipe)
+    built = [p for p in (tmp_path / "cache" / "artifacts" / entry.name).iterdir() if p.is_dir()]
+    assert [p.name for p in built] == [entry.key()]  # one build, reused
+    with pytest.raises(ValueError, match="GenDRConfig"):
+        pretrained.student_artifact(TINY_AE)

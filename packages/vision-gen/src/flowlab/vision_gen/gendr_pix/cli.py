@@ -160,7 +160,13 @@ def _read_image(path: Path):
 
 def upscale(
     image: Annotated[Path, typer.Argument(help="A PNG or JPEG of any size.")],
-    model: Annotated[Path, typer.Option(help="A folder written by `flowlab vision sr distill`.")],
+    model: Annotated[
+        Path | None,
+        typer.Option(
+            help="A folder written by `flowlab vision sr distill` (default: the quick-recipe student, trained "
+            "into the artifact cache on first use, about 2 min on 2 cores, more with the autoencoder)."
+        ),
+    ] = None,
     scale: Annotated[int, typer.Option(help="Upscaling factor; must be the model's.")] = 4,
     out: Annotated[Path | None, typer.Option(help="Output PNG or JPEG (default: IMAGE_x{scale}.png).")] = None,
     mode: Annotated[str, typer.Option(help="single, ensemble (two pads) or padcfg.")] = "single",
@@ -169,8 +175,8 @@ def upscale(
     overlap: Annotated[int, typer.Option(help="Tile overlap in upscaled pixels (blended).")] = 32,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
 ) -> None:
-    """Upscale IMAGE with a trained GenDR-Pix student (no VAE): bicubic, then one pixel-space forward (or PadCFG),
-    optionally tile by tile."""
+    """Upscale IMAGE with a trained GenDR-Pix student (no VAE; `--model`, or the default student): bicubic, then one
+    pixel-space forward (or PadCFG), optionally tile by tile."""
     from PIL import Image
 
     from flowlab.vision_gen.gendr_pix.sample import MODES
@@ -182,6 +188,11 @@ def upscale(
     out = out or image.with_name(f"{image.stem}_x{scale}.png")
     if out.suffix.lower() not in _IMAGES:
         raise typer.BadParameter(f"expected a {', '.join(_IMAGES)} path, got {out}", param_hint="--out")
+    if model is None:
+        from flowlab.vision_gen.gendr_pix import pretrained
+
+        typer.echo("no --model: the default student (built into the artifact cache on first use)", err=True)
+        model = pretrained.default_student(pretrained.QUICK_RECIPE)
     student, config = _load(model, "stage2", dev)
     if scale != config.scale:
         raise typer.BadParameter(f"the model in {model} upscales by {config.scale}, got {scale}", param_hint="--scale")

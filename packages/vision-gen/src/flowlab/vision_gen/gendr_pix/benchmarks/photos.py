@@ -18,6 +18,7 @@ from flowlab.core.config import Config
 from flowlab.vision_gen.gendr_pix.data import sr_pairs
 from flowlab.vision_gen.gendr_pix.evaluate import cost_profile, outputs, sr_quality
 from flowlab.vision_gen.gendr_pix.model import GenDRConfig
+from flowlab.vision_gen.gendr_pix.pretrained import QUICK_RECIPE
 from flowlab.vision_gen.gendr_pix.train import distill_stage1, distill_stage2, train_espcn, train_naive, train_teacher
 from flowlab.vision_gen.kit.autoencoder import AutoencoderConfig, autoencoder_artifact, tiny_autoencoder
 from flowlab.vision_gen.kit.quality import strip_figure
@@ -135,7 +136,7 @@ def _artifacts(cfg: PhotosBench, device: torch.device):
 
 
 _QUICK = PhotosBench(
-    gendr=GenDRConfig(batch_size=16, teacher_steps=250, stage1_steps=150, stage2_steps=200),
+    gendr=QUICK_RECIPE,
     ablations=tuple(ABLATIONS),
     n_test=128,
     test_size=64,
