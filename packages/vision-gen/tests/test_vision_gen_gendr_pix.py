@@ -239,6 +239,7 @@ def test_model_folder_round_trip_and_bad_folders(trained, tmp_path, monkeypatch)
         ({"crop": 20}, "crop"),
         ({"width": 0}, "width"),
         ({"negative_share": 1.0}, "negative_share"),
+        ({"fourier_radius": -1}, "fourier_radius"),
         ({"gan_weight": -1.0}, "gan_weight"),
         ({"autoencoder": AutoencoderConfig()}, "autoencoder"),
     ],

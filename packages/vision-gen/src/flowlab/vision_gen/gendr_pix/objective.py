@@ -96,7 +96,7 @@ class StageTwoObjective(nn.Module):
         loss = l1 + cfg.gan_weight * g_loss + d_loss + cfg.perceptual_weight * perceptual
         logs = {"l1": l1.detach(), "g": g_loss.detach(), "d": d_loss.detach(), "perceptual": perceptual.detach()}
         if cfg.fourier:
-            fourier = masked_fourier_loss(y, y_teacher, period=r)
+            fourier = masked_fourier_loss(y, y_teacher, period=r, radius=cfg.fourier_radius)
             loss = loss + cfg.fourier_weight * fourier
             logs["fourier"] = fourier.detach()
         return loss, logs
