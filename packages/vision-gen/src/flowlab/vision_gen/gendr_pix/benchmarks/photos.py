@@ -145,13 +145,13 @@ _QUICK = PhotosBench(
     n_test=128,
     test_size=64,
     cfg_weights=(1.25, 1.5),
-    sizes=(256, 512, 1024),
+    sizes=(256, 512, 1024, 2048),
     repeats=2,
     workers=2,
 )
 _FULL = replace(_QUICK, gendr=GenDRConfig(width=128, blocks=8, pairs=16384, batch_size=64, teacher_steps=6000,
                                           stage1_steps=4000, stage2_steps=4000),
-                n_test=512, sizes=(256, 512, 1024, 2048), repeats=3)  # fmt: skip
+                n_test=512, sizes=(256, 512, 1024, 2048, 4096), repeats=3)  # fmt: skip
 _SMOKE_AE = AutoencoderConfig(size=32, in_channels=3, latent_channels=8, channels=(4, 8, 8), dataset="photos", steps=4,
                               batch_size=4)  # fmt: skip
 _SMOKE = replace(_QUICK, gendr=GenDRConfig(autoencoder=_SMOKE_AE, width=8, blocks=1, pairs=64, batch_size=4,
@@ -162,7 +162,7 @@ _KEYS = ("psnr", "ssim", "artifact", "psnr_drop_vs_teacher", "artifact_vs_naive"
 _DIRECTIONS = {k: ("max" if k in ("psnr", "ssim") else "min") for k in _KEYS} | {
     f"{kind}_{s}": "min"
     for kind in ("seconds", "mib", "latency_ratio", "memory_ratio")
-    for s in (64, 256, 512, 1024, 2048)
+    for s in (64, 256, 512, 1024, 2048, 4096)
 }
 
 PHOTOS = Scenario(
@@ -176,7 +176,7 @@ PHOTOS = Scenario(
     "student against its latent teacher, stage I, bicubic, an ESPCN-like net, the naive VAE removal and the "
     "no-Fourier / no-RandPad / paper-weight Fourier ablations (PSNR, SSIM, periodic-artifact energy), with latency "
     "and peak memory as ratios to the teacher up to 1024^2.",
-    expected_seconds={"smoke": 15, "quick": 140, "full": 3600},
+    expected_seconds={"smoke": 15, "quick": 160, "full": 3600},
     headline=True,
     claim=Claim("the VAE-free student is within 1 dB PSNR of its latent teacher", "psnr_drop_vs_teacher", "<=", 1.0),
     requires=_artifacts,
