@@ -157,3 +157,42 @@ def test_network_guard_allows_loopback():
     finally:
         client.close()
         server.close()
+
+
+#: libraries whose import alone costs seconds: a command's `--help` must not load them (every `--help` within 1 s)
+HEAVY = ("torch", "scipy", "pandas", "anndata", "scanpy", "sklearn", "diffusers", "openmm", "rdkit", "gymnasium",
+         "matplotlib", "ot", "torch_geometric", "tblite", "skimage")  # fmt: skip
+_HELP_WALK = """
+import sys
+from flowlab.tools.plugins import command_entry_points, load_command
+cmd = load_command(command_entry_points()[sys.argv[1]])
+def walk(c, path):
+    ctx = c.context_class(c, info_name=" ".join(path))
+    c.get_help(ctx)
+    yield path
+    if hasattr(c, "list_commands"):
+        for name in c.list_commands(ctx):
+            yield from walk(c.get_command(ctx, name), [*path, name])
+n = len(list(walk(cmd, ["flowlab", sys.argv[1]])))
+print("@help-walk", n, *sorted(m for m in sys.argv[2:] if m in sys.modules))
+"""
+
+
+def _groups() -> list[str]:
+    from flowlab.tools.plugins import command_entry_points
+
+    return sorted(command_entry_points())
+
+
+@pytest.mark.parametrize("group", _groups())
+def test_every_help_of_a_group_loads_no_heavy_library(group):
+    """`flowlab GROUP [COMMAND ...] --help`, for every command of every group, imports none of HEAVY: a command
+    module imports its method's code inside the command, and package namespaces are lazy (`flowlab.core.lazy`)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _HELP_WALK, group, *HEAVY], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    _, n_commands, *loaded = [line for line in out.stdout.splitlines() if line.startswith("@help-walk")][-1].split()
+    assert int(n_commands) >= 2, f"flowlab {group}: no commands found"
+    assert not loaded, f"flowlab {group} --help imports {loaded}"

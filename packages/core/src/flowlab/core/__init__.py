@@ -4,52 +4,33 @@ nets, training and the benchmark protocol.
     from flowlab.core import AffinePath, StandardNormal, grids, likelihood, losses, schedules, solvers
 """
 
-from flowlab.core import (
-    couplings,
-    distributions,
-    flowmaps,
-    grids,
-    likelihood,
-    losses,
-    manifolds,
-    metrics,
-    nets,
-    paths,
-    schedules,
-    solvers,
-    train,
+from flowlab.core.lazy import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "flowlab.core.distributions": ["StandardNormal", "randn", "sample_times"],
+        "flowlab.core.likelihood": ["log_likelihood"],
+        "flowlab.core.losses": ["flow_matching_loss"],
+        "flowlab.core.paths": ["AffinePath", "GeodesicPath", "PathSample"],
+        "flowlab.core.solvers": ["solve_ode"],
+        "flowlab.core.typing": ["Prediction"],
+    },
+    submodules=[
+        "couplings",
+        "distributions",
+        "flowmaps",
+        "grids",
+        "likelihood",
+        "losses",
+        "manifolds",
+        "metrics",
+        "nets",
+        "paths",
+        "schedules",
+        "solvers",
+        "train",
+    ],
 )
-from flowlab.core.distributions import StandardNormal, randn, sample_times
-from flowlab.core.likelihood import log_likelihood
-from flowlab.core.losses import flow_matching_loss
-from flowlab.core.paths import AffinePath, GeodesicPath, PathSample
-from flowlab.core.solvers import solve_ode
-from flowlab.core.typing import Prediction
 
 __version__ = "0.1.0"
-
-__all__ = [
-    "AffinePath",
-    "GeodesicPath",
-    "PathSample",
-    "Prediction",
-    "StandardNormal",
-    "couplings",
-    "distributions",
-    "flow_matching_loss",
-    "flowmaps",
-    "grids",
-    "likelihood",
-    "log_likelihood",
-    "losses",
-    "manifolds",
-    "metrics",
-    "nets",
-    "paths",
-    "randn",
-    "sample_times",
-    "schedules",
-    "solve_ode",
-    "solvers",
-    "train",
-]

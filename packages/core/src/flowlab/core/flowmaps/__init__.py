@@ -5,32 +5,28 @@ The objectives that train flow maps live in `flowlab.core.losses.flow_map`; any-
 `flowlab.core.solvers.sample_flow_map`.
 """
 
-from flowlab.core.flowmaps.base import (
-    DiagonalField,
-    FlowMapFromField,
-    ParametrisedFlowMap,
-    TimePairs,
-    check_flow_map_inputs,
-    diagonal_velocity,
-    sample_time_pairs,
-)
-from flowlab.core.flowmaps.heads import DXHead, GMHead
-from flowlab.core.flowmaps.policies import DXPolicy, GMPolicy, Policy, average_velocity, num_substeps, rollout
+from flowlab.core.lazy import lazy_exports
 
-__all__ = [
-    "DXHead",
-    "DXPolicy",
-    "DiagonalField",
-    "FlowMapFromField",
-    "GMHead",
-    "GMPolicy",
-    "ParametrisedFlowMap",
-    "Policy",
-    "TimePairs",
-    "average_velocity",
-    "check_flow_map_inputs",
-    "diagonal_velocity",
-    "num_substeps",
-    "rollout",
-    "sample_time_pairs",
-]
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "flowlab.core.flowmaps.base": [
+            "DiagonalField",
+            "FlowMapFromField",
+            "ParametrisedFlowMap",
+            "TimePairs",
+            "check_flow_map_inputs",
+            "diagonal_velocity",
+            "sample_time_pairs",
+        ],
+        "flowlab.core.flowmaps.heads": ["DXHead", "GMHead"],
+        "flowlab.core.flowmaps.policies": [
+            "DXPolicy",
+            "GMPolicy",
+            "Policy",
+            "average_velocity",
+            "num_substeps",
+            "rollout",
+        ],
+    },
+)

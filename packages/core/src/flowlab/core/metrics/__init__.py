@@ -5,51 +5,32 @@ Gaussianity tests of latents (KS, chi-square of block norms, moments, covariance
 Marchenko-Pastur edge, a classifier two-sample test) serve the watermark methods.
 """
 
-from flowlab.core.metrics.correlation import pearson, rankdata, spearman
-from flowlab.core.metrics.energy_distance import energy_distance
-from flowlab.core.metrics.frechet import frechet_distance, frechet_distance_from_moments
-from flowlab.core.metrics.gaussianity import (
-    TestResult,
-    classifier_two_sample_test,
-    covariance_spectrum_test,
-    gaussianity_report,
-    ks_marginals,
-    moment_tests,
-    norm_chi2_test,
-    sign_covariance_test,
-    third_moment_test,
-)
-from flowlab.core.metrics.mmd import median_bandwidth, mmd
-from flowlab.core.metrics.prdc import PRDC, precision_recall_knn
-from flowlab.core.metrics.wasserstein import (
-    sinkhorn_distance,
-    sinkhorn_distance_batched,
-    sliced_wasserstein,
-    wasserstein,
-)
+from flowlab.core.lazy import lazy_exports
 
-__all__ = [
-    "PRDC",
-    "TestResult",
-    "classifier_two_sample_test",
-    "covariance_spectrum_test",
-    "energy_distance",
-    "frechet_distance",
-    "frechet_distance_from_moments",
-    "gaussianity_report",
-    "ks_marginals",
-    "median_bandwidth",
-    "mmd",
-    "moment_tests",
-    "norm_chi2_test",
-    "pearson",
-    "precision_recall_knn",
-    "rankdata",
-    "sign_covariance_test",
-    "sinkhorn_distance",
-    "sinkhorn_distance_batched",
-    "sliced_wasserstein",
-    "spearman",
-    "third_moment_test",
-    "wasserstein",
-]
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "flowlab.core.metrics.correlation": ["pearson", "rankdata", "spearman"],
+        "flowlab.core.metrics.energy_distance": ["energy_distance"],
+        "flowlab.core.metrics.frechet": ["frechet_distance", "frechet_distance_from_moments"],
+        "flowlab.core.metrics.gaussianity": [
+            "TestResult",
+            "classifier_two_sample_test",
+            "covariance_spectrum_test",
+            "gaussianity_report",
+            "ks_marginals",
+            "moment_tests",
+            "norm_chi2_test",
+            "sign_covariance_test",
+            "third_moment_test",
+        ],
+        "flowlab.core.metrics.mmd": ["median_bandwidth", "mmd"],
+        "flowlab.core.metrics.prdc": ["PRDC", "precision_recall_knn"],
+        "flowlab.core.metrics.wasserstein": [
+            "sinkhorn_distance",
+            "sinkhorn_distance_batched",
+            "sliced_wasserstein",
+            "wasserstein",
+        ],
+    },
+)

@@ -1,21 +1,19 @@
 """Probability paths between a source and the data: affine, bridge, geodesic and discrete."""
 
-from flowlab.core.paths.affine import AffinePath
-from flowlab.core.paths.base import DiscretePathSample, PathSample
-from flowlab.core.paths.bridge import AugmentedBridgePath, BridgePath, BridgePathSample
-from flowlab.core.paths.discrete import LogLinearKappa, MaskedDiscretePath, MixtureDiscretePath, UniformDiscretePath
-from flowlab.core.paths.geodesic import GeodesicPath
+from flowlab.core.lazy import lazy_exports
 
-__all__ = [
-    "AffinePath",
-    "AugmentedBridgePath",
-    "BridgePath",
-    "BridgePathSample",
-    "DiscretePathSample",
-    "GeodesicPath",
-    "LogLinearKappa",
-    "MaskedDiscretePath",
-    "MixtureDiscretePath",
-    "PathSample",
-    "UniformDiscretePath",
-]
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "flowlab.core.paths.affine": ["AffinePath"],
+        "flowlab.core.paths.base": ["DiscretePathSample", "PathSample"],
+        "flowlab.core.paths.bridge": ["AugmentedBridgePath", "BridgePath", "BridgePathSample"],
+        "flowlab.core.paths.discrete": [
+            "LogLinearKappa",
+            "MaskedDiscretePath",
+            "MixtureDiscretePath",
+            "UniformDiscretePath",
+        ],
+        "flowlab.core.paths.geodesic": ["GeodesicPath"],
+    },
+)

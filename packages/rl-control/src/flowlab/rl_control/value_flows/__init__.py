@@ -2,63 +2,46 @@
 spread and confidence weights) with a BC flow actor or FQL's one-step policy, offline and offline-to-online training,
 its baselines (C51, IQN, scalar TD) and the chain MDP."""
 
-from flowlab.rl_control.data import OfflineDataset, load_dataset
-from flowlab.rl_control.envs.control import (
-    QUALITIES,
-    NoiseSpec,
-    collect,
-    energy_controller,
-    evaluate_policy,
-    make_vector_env,
-    noisy_step,
-    normalised_return,
-)
-from flowlab.rl_control.policies import FlowBCPolicy, OneStepPolicy, rejection_sample
-from flowlab.rl_control.value_flows.agents import METHODS, AgentConfig, agent_spaces, make_agent, train_agent
-from flowlab.rl_control.value_flows.chain import ChainMDP, ChainStep
-from flowlab.rl_control.value_flows.evaluate import DistributionScores, distribution_scores
-from flowlab.rl_control.value_flows.model import C51Critic, IQNCritic, ReturnFlow, ReturnFlowCritic, ScalarCritic
-from flowlab.rl_control.value_flows.objective import (
-    bcfm_loss,
-    c51_target,
-    confidence_weights,
-    dcfm_loss,
-    quantile_huber_loss,
-)
-from flowlab.rl_control.value_flows.online import OnlineReplay
+from flowlab.core.lazy import lazy_exports
 
-__all__ = [
-    "METHODS",
-    "QUALITIES",
-    "AgentConfig",
-    "C51Critic",
-    "ChainMDP",
-    "ChainStep",
-    "DistributionScores",
-    "FlowBCPolicy",
-    "IQNCritic",
-    "NoiseSpec",
-    "OfflineDataset",
-    "OneStepPolicy",
-    "OnlineReplay",
-    "ReturnFlow",
-    "ReturnFlowCritic",
-    "ScalarCritic",
-    "agent_spaces",
-    "bcfm_loss",
-    "c51_target",
-    "collect",
-    "confidence_weights",
-    "dcfm_loss",
-    "distribution_scores",
-    "energy_controller",
-    "evaluate_policy",
-    "load_dataset",
-    "make_agent",
-    "make_vector_env",
-    "noisy_step",
-    "normalised_return",
-    "quantile_huber_loss",
-    "rejection_sample",
-    "train_agent",
-]
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "flowlab.rl_control.data": ["OfflineDataset", "load_dataset"],
+        "flowlab.rl_control.envs.control": [
+            "QUALITIES",
+            "NoiseSpec",
+            "collect",
+            "energy_controller",
+            "evaluate_policy",
+            "make_vector_env",
+            "noisy_step",
+            "normalised_return",
+        ],
+        "flowlab.rl_control.policies": ["FlowBCPolicy", "OneStepPolicy", "rejection_sample"],
+        "flowlab.rl_control.value_flows.agents": [
+            "METHODS",
+            "AgentConfig",
+            "agent_spaces",
+            "make_agent",
+            "train_agent",
+        ],
+        "flowlab.rl_control.value_flows.chain": ["ChainMDP", "ChainStep"],
+        "flowlab.rl_control.value_flows.evaluate": ["DistributionScores", "distribution_scores"],
+        "flowlab.rl_control.value_flows.model": [
+            "C51Critic",
+            "IQNCritic",
+            "ReturnFlow",
+            "ReturnFlowCritic",
+            "ScalarCritic",
+        ],
+        "flowlab.rl_control.value_flows.objective": [
+            "bcfm_loss",
+            "c51_target",
+            "confidence_weights",
+            "dcfm_loss",
+            "quantile_huber_loss",
+        ],
+        "flowlab.rl_control.value_flows.online": ["OnlineReplay"],
+    },
+)

@@ -4,63 +4,44 @@ model (ECT) or a MeanFlow model from that initialisation; with random and diffus
 schedule and consistency distillation as baselines, few-step sampling, and the gradient bias at initialisation.
 See README.md."""
 
-from flowlab.vision_gen.cmt.evaluate import (
-    GradientBias,
-    Quality,
-    few_step_quality,
-    few_step_samples,
-    gradient_bias,
-    oracle_endpoint,
-    quality,
-)
-from flowlab.vision_gen.cmt.meanflow import (
-    IntervalClassDiT,
-    MeanFlowStudent,
-    cmt_meanflow_loss,
-    meanflow_post_loss,
-    meanflow_samples,
-    meanflow_student,
-)
-from flowlab.vision_gen.cmt.model import (
-    BRANCHES,
-    INITS,
-    METRICS,
-    POST_METHODS,
-    MidConfig,
-    PostConfig,
-    consistency_student,
-)
-from flowlab.vision_gen.cmt.objective import Trajectories, cmt_loss, distance, post_loss, teacher_trajectories
-from flowlab.vision_gen.cmt.train import Student, TrainResult, mid_train, post_train
+from flowlab.core.lazy import lazy_exports
 
-__all__ = [
-    "BRANCHES",
-    "INITS",
-    "METRICS",
-    "POST_METHODS",
-    "GradientBias",
-    "IntervalClassDiT",
-    "MeanFlowStudent",
-    "MidConfig",
-    "PostConfig",
-    "Quality",
-    "Student",
-    "TrainResult",
-    "Trajectories",
-    "cmt_loss",
-    "cmt_meanflow_loss",
-    "consistency_student",
-    "distance",
-    "few_step_quality",
-    "few_step_samples",
-    "gradient_bias",
-    "meanflow_post_loss",
-    "meanflow_samples",
-    "meanflow_student",
-    "mid_train",
-    "oracle_endpoint",
-    "post_loss",
-    "post_train",
-    "quality",
-    "teacher_trajectories",
-]
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "flowlab.vision_gen.cmt.evaluate": [
+            "GradientBias",
+            "Quality",
+            "few_step_quality",
+            "few_step_samples",
+            "gradient_bias",
+            "oracle_endpoint",
+            "quality",
+        ],
+        "flowlab.vision_gen.cmt.meanflow": [
+            "IntervalClassDiT",
+            "MeanFlowStudent",
+            "cmt_meanflow_loss",
+            "meanflow_post_loss",
+            "meanflow_samples",
+            "meanflow_student",
+        ],
+        "flowlab.vision_gen.cmt.model": [
+            "BRANCHES",
+            "INITS",
+            "METRICS",
+            "POST_METHODS",
+            "MidConfig",
+            "PostConfig",
+            "consistency_student",
+        ],
+        "flowlab.vision_gen.cmt.objective": [
+            "Trajectories",
+            "cmt_loss",
+            "distance",
+            "post_loss",
+            "teacher_trajectories",
+        ],
+        "flowlab.vision_gen.cmt.train": ["Student", "TrainResult", "mid_train", "post_train"],
+    },
+)

@@ -4,63 +4,40 @@ stage II the decoder by pixel-shuffle, each stage's discriminator reading the pr
 random padding and a masked Fourier-amplitude loss against the shuffle grid's periodic artifacts, and PadCFG at
 inference."""
 
-from flowlab.vision_gen.gendr_pix.data import SRPairs, sr_pairs, upsample
-from flowlab.vision_gen.gendr_pix.evaluate import cost_profile, outputs, sr_quality
-from flowlab.vision_gen.gendr_pix.model import (
-    NEGATIVE,
-    POSITIVE,
-    FeatureDiscriminator,
-    GenDRConfig,
-    LatentTeacher,
-    PixelSR,
-    ResidualBlock,
-    SRNet,
-    StageOne,
-)
-from flowlab.vision_gen.gendr_pix.pixel_ops import (
-    crop_pads,
-    pad_cfg,
-    pad_to_multiple,
-    rand_pad,
-    shuffle_out,
-    unshuffle_in,
-)
-from flowlab.vision_gen.gendr_pix.sample import MODES, cfg_pads, restore, upscale
-from flowlab.vision_gen.gendr_pix.store import load_sr, save_sr, saved_models
-from flowlab.vision_gen.gendr_pix.train import distill_stage1, distill_stage2, train_espcn, train_naive, train_teacher
+from flowlab.core.lazy import lazy_exports
 
-__all__ = [
-    "MODES",
-    "NEGATIVE",
-    "POSITIVE",
-    "FeatureDiscriminator",
-    "GenDRConfig",
-    "LatentTeacher",
-    "PixelSR",
-    "ResidualBlock",
-    "SRNet",
-    "SRPairs",
-    "StageOne",
-    "cfg_pads",
-    "cost_profile",
-    "crop_pads",
-    "distill_stage1",
-    "distill_stage2",
-    "load_sr",
-    "outputs",
-    "pad_cfg",
-    "pad_to_multiple",
-    "rand_pad",
-    "restore",
-    "save_sr",
-    "saved_models",
-    "shuffle_out",
-    "sr_pairs",
-    "sr_quality",
-    "train_espcn",
-    "train_naive",
-    "train_teacher",
-    "unshuffle_in",
-    "upsample",
-    "upscale",
-]
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "flowlab.vision_gen.gendr_pix.data": ["SRPairs", "sr_pairs", "upsample"],
+        "flowlab.vision_gen.gendr_pix.evaluate": ["cost_profile", "outputs", "sr_quality"],
+        "flowlab.vision_gen.gendr_pix.model": [
+            "NEGATIVE",
+            "POSITIVE",
+            "FeatureDiscriminator",
+            "GenDRConfig",
+            "LatentTeacher",
+            "PixelSR",
+            "ResidualBlock",
+            "SRNet",
+            "StageOne",
+        ],
+        "flowlab.vision_gen.gendr_pix.pixel_ops": [
+            "crop_pads",
+            "pad_cfg",
+            "pad_to_multiple",
+            "rand_pad",
+            "shuffle_out",
+            "unshuffle_in",
+        ],
+        "flowlab.vision_gen.gendr_pix.sample": ["MODES", "cfg_pads", "restore", "upscale"],
+        "flowlab.vision_gen.gendr_pix.store": ["load_sr", "save_sr", "saved_models"],
+        "flowlab.vision_gen.gendr_pix.train": [
+            "distill_stage1",
+            "distill_stage2",
+            "train_espcn",
+            "train_naive",
+            "train_teacher",
+        ],
+    },
+)
