@@ -7,14 +7,13 @@ The tools' own groups (`bench`, `cache`, `data`) load the same way, so `flowlab 
 
 from __future__ import annotations
 
-import pickle
-import sys
-import zipfile
 from importlib.metadata import EntryPoint, entry_points
 
 import click
 import typer
 import typer.core
+
+from flowlab.core.cli import input_error_line, input_errors
 
 COMMANDS_GROUP = "flowlab.commands"
 DEBUG_KEY = "flowlab.debug"
@@ -52,22 +51,10 @@ def _stub(ep: EntryPoint) -> click.Command:
     return click.Command(ep.name, help=f"Commands from {dist} (flowlab {ep.name} --help).")
 
 
-def input_errors() -> tuple[type[BaseException], ...]:
-    """The exceptions a command raises for bad input (never for a bug): ValueError, a missing file, a file that is
-    not what it claims (a corrupt pickle or archive, an empty array file), and OpenMM's input errors when OpenMM
-    is loaded."""
-    errors: list[type[BaseException]] = [ValueError, FileNotFoundError, pickle.UnpicklingError, zipfile.BadZipFile,
-                                         EOFError]  # fmt: skip
-    openmm = sys.modules.get("openmm")
-    if openmm is not None and hasattr(openmm, "OpenMMException"):
-        errors.append(openmm.OpenMMException)
-    return tuple(errors)
-
-
 class LazyGroup(typer.core.TyperGroup):
     """The top-level group: built-in commands plus entry-point groups that are imported only when invoked; the error
-    boundary of every command: an input error (`input_errors`) that a command lets through becomes one `error:`
-    line and exit status 2, its traceback only with `flowlab --debug`."""
+    boundary of every command: an input error (`flowlab.core.cli.input_errors`) that a command lets through becomes
+    one `error:` line and exit status 2, its traceback only with `flowlab --debug`."""
 
     def invoke(self, ctx: click.Context):
         try:
@@ -75,8 +62,7 @@ class LazyGroup(typer.core.TyperGroup):
         except input_errors() as err:
             if ctx.meta.get(DEBUG_KEY):
                 raise
-            message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            click.echo(f"error: {message} ({type(err).__name__}; flowlab --debug shows where)", err=True)
+            click.echo(input_error_line(err), err=True)
             ctx.exit(2)
 
     def list_commands(self, ctx: click.Context) -> list[str]:

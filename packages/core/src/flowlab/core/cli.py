@@ -1,9 +1,14 @@
-"""What every command group shares at its options: the core's checks turned into typer's one-line errors (exit 2)
-naming the option. Torch loads with the helpers' callers, not with this module."""
+"""What every command group shares: the core's checks turned into typer's one-line errors (exit 2) naming the
+option, and what an input error is (`input_errors`) and how it reads (`input_error_line`): the `flowlab` command's
+error boundary and the bad-input test kit both use them. Torch loads with the helpers' callers, not with this
+module."""
 
 from __future__ import annotations
 
 import os
+import pickle
+import sys
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,7 +18,7 @@ import typer
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["claim_run_option", "device_option"]
+__all__ = ["claim_run_option", "device_option", "input_error_line", "input_errors"]
 
 
 def device_option(device: str, option: str = "--device") -> torch.device:
@@ -37,3 +42,21 @@ def claim_run_option(
         return claim_run(folder, spec, overwrite=overwrite, name=option)
     except ValueError as err:
         raise typer.BadParameter(str(err).removeprefix(f"{option}: "), param_hint=option) from err
+
+
+def input_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions a command raises for bad input (never for a bug): ValueError, a missing file, a file that is
+    not what it claims (a corrupt pickle or archive, an empty array file), and OpenMM's input errors when OpenMM
+    is loaded."""
+    errors: list[type[BaseException]] = [ValueError, FileNotFoundError, pickle.UnpicklingError, zipfile.BadZipFile,
+                                         EOFError]  # fmt: skip
+    openmm = sys.modules.get("openmm")
+    if openmm is not None and hasattr(openmm, "OpenMMException"):
+        errors.append(openmm.OpenMMException)
+    return tuple(errors)
+
+
+def input_error_line(err: BaseException) -> str:
+    """The one line an input error becomes: its message's first line and its type."""
+    message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return f"error: {message} ({type(err).__name__}; flowlab --debug shows where)"

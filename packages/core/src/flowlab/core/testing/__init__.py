@@ -1,17 +1,23 @@
-"""The shipped test kit: analytic problems with exact answers, convergence-order asserts, devices, a pytest plugin
-(no-network guard, `device` fixture, `gpu` marker)."""
+"""The shipped test kit: analytic problems with exact answers, convergence-order asserts, devices, the bad-input kit
+of every entry point, a pytest plugin (no-network guard, `device` fixture, `gpu` marker)."""
 
 from flowlab.core.testing.analytic import GaussianMixture, GaussianToGaussian
 from flowlab.core.testing.asserts import assert_convergence_order, assert_moments_close, empirical_order
+from flowlab.core.testing.bad_input import KINDS, BadInput, bad_files, check_bad_inputs, uncovered_commands
 from flowlab.core.testing.checkerboard import Checkerboard
 from flowlab.core.testing.devices import available_devices
 
 __all__ = [
+    "KINDS",
+    "BadInput",
     "Checkerboard",
     "GaussianMixture",
     "GaussianToGaussian",
     "assert_convergence_order",
     "assert_moments_close",
     "available_devices",
+    "bad_files",
+    "check_bad_inputs",
     "empirical_order",
+    "uncovered_commands",
 ]
