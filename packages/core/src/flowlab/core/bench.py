@@ -41,7 +41,7 @@ __all__ = [
     "warm_up_torch",
 ]
 
-PACKAGE_PREFIXES = ("core", "vision", "mol", "rl", "bio", "crowd", "trust")
+PACKAGE_PREFIXES = ("core", "vision", "mol", "rl", "bio", "crowd", "trust", "tools")
 #: suite -> the variant it runs: smoke (every scenario, toy size, CI), default (each method's headline case at quick
 #: size: what `flowlab bench` runs), quick (every scenario), full (paper-shaped, sized for a GPU)
 SUITES = {"smoke": "smoke", "default": "quick", "quick": "quick", "full": "full"}
