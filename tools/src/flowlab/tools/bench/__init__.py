@@ -1,8 +1,13 @@
 """The cross-package benchmark runner behind `flowlab bench`."""
 
-from flowlab.tools.bench.case import Record, run_one
-from flowlab.tools.bench.discovery import Discovery, discover, select
-from flowlab.tools.bench.report import write_report
-from flowlab.tools.bench.runner import run_all
+from flowlab.core.lazy import lazy_exports
 
-__all__ = ["Discovery", "Record", "discover", "run_all", "run_one", "select", "write_report"]
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "flowlab.tools.bench.case": ["Record", "run_one"],
+        "flowlab.tools.bench.discovery": ["Discovery", "discover", "select"],
+        "flowlab.tools.bench.report": ["write_report"],
+        "flowlab.tools.bench.runner": ["run_all"],
+    },
+)

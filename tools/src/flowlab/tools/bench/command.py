@@ -9,23 +9,19 @@ import textwrap
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
 import typer
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-import flowlab.datasets as fd
-from flowlab.core.artifacts import is_cached
-from flowlab.core.bench import SUITES, Scenario
-from flowlab.tools.bench.case import Record
-from flowlab.tools.bench.discovery import SelectionError, discover, select
-from flowlab.tools.bench.jobs import available_cores, default_jobs
-from flowlab.tools.bench.report import load_records, write_report
-from flowlab.tools.bench.runner import build_artifact, required_artifacts, run_all
-from flowlab.tools.versions import git_commit, library_versions, member_versions
+if TYPE_CHECKING:
+    import torch
+
+    from flowlab.core.bench import Scenario
+    from flowlab.tools.bench.case import Record
 
 app = typer.Typer(help="Benchmarks: every method against its baselines, in one run.", invoke_without_command=True)
 console = Console()
@@ -39,6 +35,8 @@ def fail(message: str) -> None:
 
 
 def _device(name: str) -> torch.device:
+    import torch
+
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -74,6 +72,13 @@ def print_list(scenarios: list[Scenario], *, verbose: bool) -> None:
 def print_plan(scenarios: list[Scenario], *, suite: str, seeds: list[int], jobs: int, device: torch.device) -> float:
     """What will run, how long each is expected to take, which artifacts are cached and which will be built; returns
     the expected wall seconds."""
+    import torch
+
+    from flowlab.core.artifacts import is_cached
+    from flowlab.core.bench import SUITES
+    from flowlab.tools.bench.jobs import available_cores
+    from flowlab.tools.bench.runner import required_artifacts
+
     variant = SUITES[suite]
     artifacts = required_artifacts(scenarios, variant, device)
     table = Table("", "name", "", "expected", title=f"plan: suite {suite} ({variant} variants)", title_justify="left")
@@ -172,6 +177,14 @@ def bench(
     out: Path = typer.Option(None, "--out", help="Output folder (default results/<timestamp>)."),
 ) -> None:
     """Run a suite of scenarios (the `default` one unless told) and write results.jsonl, report.md, report.html."""
+    import flowlab.datasets as fd
+    from flowlab.core.bench import SUITES
+    from flowlab.tools.bench.discovery import SelectionError, discover, select
+    from flowlab.tools.bench.jobs import default_jobs
+    from flowlab.tools.bench.report import write_report
+    from flowlab.tools.bench.runner import build_artifact, required_artifacts, run_all
+    from flowlab.tools.versions import git_commit, library_versions, member_versions
+
     if ctx.invoked_subcommand is not None:
         return
     if seeds < 1:
@@ -248,6 +261,8 @@ def bench(
 @app.command("report")
 def report(folder: Path = typer.Argument(..., help="A results folder holding results.jsonl.")) -> None:
     """Re-render report.md, report.html and the plots from a results folder."""
+    from flowlab.tools.bench.report import load_records, write_report
+
     try:
         records = load_records(folder)
     except FileNotFoundError as err:

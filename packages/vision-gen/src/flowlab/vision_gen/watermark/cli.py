@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import torch
 import typer
 
-from flowlab.core.train import load_weights
+if TYPE_CHECKING:
+    import torch
 
 app = typer.Typer(help="Latent watermarks for diffusion models: Spherical Watermark, Gaussian Shading, Tree-Ring.")
 
@@ -32,6 +32,10 @@ def _shape(text: str) -> tuple[int, ...]:
 
 
 def _load_tensor(path: Path, name: str) -> torch.Tensor:
+    import torch
+
+    from flowlab.core.train import load_weights
+
     if not path.is_file():
         raise typer.BadParameter(f"{name}: file {path} not found")
     try:
@@ -111,6 +115,8 @@ def embed(
     seed: Annotated[int, typer.Option(help="Seed of the per-image randomness.")] = 0,
 ) -> None:
     """Watermarked initial latents (use them as the sampler's x_T, e.g. pipe(..., latents=...))."""
+    import torch
+
     from flowlab.vision_gen.watermark import GaussianShading, TreeRing
 
     wm = _key(key)
@@ -176,6 +182,8 @@ def evaluate(
     seed: Annotated[int, typer.Option()] = 0,
 ) -> None:
     """Noise-level Gaussianity statistics or embed/extract speed; prints JSON."""
+    import torch
+
     from flowlab.vision_gen.watermark.evaluate import SCHEMES, speed_table, statistics_table
 
     if protocol == "speed":
