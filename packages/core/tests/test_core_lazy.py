@@ -55,3 +55,15 @@ def test_a_name_is_cached_after_first_use_and_unknown_names_fail():
         _ = train.Nope
     with pytest.raises(ValueError, match="exported twice"):
         lazy_exports("x", {"a": ["f"], "b": ["f"]})
+
+
+def test_a_function_named_like_its_submodule_stays_the_function():
+    """`flowlab.core.metrics.mmd` is the function even after its module `metrics/mmd.py` was imported directly."""
+    code = (
+        "import flowlab.core.metrics.wasserstein, flowlab.core.metrics.mmd, flowlab.core.gfm.sample\n"
+        "from flowlab.core.metrics import mmd, wasserstein\n"
+        "from flowlab.core import gfm, metrics\n"
+        "print(callable(mmd), callable(wasserstein), callable(metrics.mmd), callable(gfm.sample))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True"] * 4, out.stderr

@@ -12,10 +12,24 @@ from __future__ import annotations
 
 import importlib
 import sys
+import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 __all__ = ["lazy_exports"]
+
+
+class _LazyNamespace(types.ModuleType):
+    """A package whose exported `name` comes from its own submodule `name` (`metrics.mmd` from `metrics/mmd.py`):
+    importing that submodule binds the module over the name (as Python does for every submodule), which an eager
+    `from .mmd import mmd` would have re-bound; here the binding is skipped, so the name stays the function."""
+
+    _flowlab_shadowed: frozenset[str] = frozenset()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._flowlab_shadowed and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
 
 
 def lazy_exports(
@@ -32,6 +46,11 @@ def lazy_exports(
                 raise ValueError(f"{package}: {name!r} is exported twice")
             origin[name] = module
     public = sorted([*submodules, *origin])
+    module = sys.modules[package]
+    shadowed = frozenset(name for name, source in origin.items() if source == f"{package}.{name}")
+    if shadowed:
+        module.__class__ = _LazyNamespace
+        module._flowlab_shadowed = shadowed
 
     def __getattr__(name: str) -> Any:
         if name in submodules:
@@ -39,7 +58,7 @@ def lazy_exports(
         if name not in origin:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(origin[name]), name)
-        setattr(sys.modules[package], name, value)
+        setattr(module, name, value)
         return value
 
     def __dir__() -> list[str]:

@@ -29,6 +29,7 @@ import torch
 
 from flowlab import datasets
 from flowlab.core.validation import check_choice, check_tensor
+from flowlab.crowd_sim.names import SCENES
 
 __all__ = [
     "FRAMES",
@@ -44,7 +45,6 @@ __all__ = [
     "write_pedestrian_txt",
 ]
 
-SCENES = ("ucy_students03", "gc")
 FRAMES = ("published", "corrected")
 
 #: window names (file stems under crowds/<scene>/) per scene and split; spec §6

@@ -13,19 +13,14 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import torch
 import typer
 
-from flowlab.core.gfm.data import EARTH_SETS, load_angles, load_earth, poincare_mixture, random_torus_mixture, split
-from flowlab.core.gfm.evaluate import evaluate_nll, manifold_error, mmd_by_nfe, reference_bandwidth
-from flowlab.core.gfm.sample import SAMPLERS, sample
-from flowlab.core.gfm.train import GFMConfig, flow_map_for, train_gfm
-from flowlab.core.manifolds import FlatTorus, PoincareBall, Sphere
-from flowlab.core.manifolds.base import Manifold
-from flowlab.core.train.checkpoint import load_weights
-from flowlab.core.train.run_folder import claim_run, data_fingerprint
+if TYPE_CHECKING:
+    import torch
+
+    from flowlab.core.manifolds.base import Manifold
 
 app = typer.Typer(help="Generalised Flow Maps: few-step generation on manifolds (S², T^d, Poincaré disk).")
 
@@ -42,6 +37,11 @@ class Dataset:
 
 def load_dataset(spec: str, *, seed: int, data_root: str | None = None) -> Dataset:
     """Resolve a data spec (see the module docstring) with the split / generator seeded by `seed`."""
+    import torch
+
+    from flowlab.core.gfm.data import EARTH_SETS, load_angles, load_earth, poincare_mixture, random_torus_mixture, split
+    from flowlab.core.manifolds import FlatTorus, PoincareBall, Sphere
+
     kind, _, arg = spec.partition(":")
     if kind == "earth":
         if arg not in EARTH_SETS:
@@ -75,6 +75,9 @@ def _fail(err: Exception) -> None:
 
 
 def _load_run(run: Path) -> tuple[Any, dict[str, Any], Dataset]:
+    from flowlab.core.gfm.train import GFMConfig, flow_map_for
+    from flowlab.core.train.checkpoint import load_weights
+
     cfg_path, weights = run / "config.json", run / "model.pt"
     if not cfg_path.is_file() or not weights.is_file():
         raise FileNotFoundError(f"run: {run} holds no config.json/model.pt (train one with `flowlab manifold train`)")
@@ -108,6 +111,11 @@ def train(
 ) -> None:
     """Train a GFM (or the RFM baseline) and write model.pt + config.json into OUT. A rerun with the same data and
     options resumes OUT's checkpoints; a different run there is refused unless --overwrite."""
+    import torch
+
+    from flowlab.core.gfm.train import GFMConfig, train_gfm
+    from flowlab.core.train.run_folder import claim_run, data_fingerprint
+
     try:
         widths = tuple(int(h) for h in hidden.split(","))
         config = GFMConfig(
@@ -142,6 +150,11 @@ def sample_cmd(
     device: Annotated[str, typer.Option(help="Torch device.")] = "cpu",
 ) -> None:
     """Draw N samples with NFE steps; writes ambient coordinates (sphere: unit vectors, torus: angles)."""
+    import torch
+
+    from flowlab.core.gfm.evaluate import manifold_error
+    from flowlab.core.gfm.sample import SAMPLERS, sample
+
     try:
         if out.suffix not in (".pt", ".csv"):
             raise ValueError(f"out: expected a .pt (tensor) or .csv file, got {out.name!r}")
@@ -173,6 +186,10 @@ def evaluate(
     out: Annotated[Path | None, typer.Option(help="Write the metrics as JSON here too.")] = None,
 ) -> None:
     """Geodesic-kernel MMD to the test split at each NFE, test NLL (and KL for generated data); prints JSON."""
+    import torch
+
+    from flowlab.core.gfm.evaluate import evaluate_nll, mmd_by_nfe, reference_bandwidth
+
     try:
         nfes = tuple(int(k) for k in nfe.split(","))
         fm, meta, ds = _load_run(run)

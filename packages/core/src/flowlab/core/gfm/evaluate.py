@@ -14,7 +14,7 @@ from flowlab.core.grids import uniform
 from flowlab.core.likelihood import log_likelihood
 from flowlab.core.manifolds import FlatTorus, PoincareBall, Sphere, wrap
 from flowlab.core.manifolds.base import Manifold
-from flowlab.core.metrics import median_bandwidth, mmd
+from flowlab.core.metrics.mmd import median_bandwidth, mmd
 from flowlab.core.paths.geodesic import GeodesicPath
 
 __all__ = ["evaluate_nll", "geodesic_mmd", "manifold_error", "mmd_by_nfe", "reference_bandwidth", "semigroup_error"]

@@ -10,17 +10,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import torch
 import typer
 
-from flowlab.core.train import load_weights
-from flowlab.crowd_sim.data import SCENES, SPLITS, load_scene
-from flowlab.crowd_sim.envsocial_diff.model import ABLATIONS, SIZES
+from flowlab.crowd_sim.envsocial_diff.names import ABLATIONS
+from flowlab.crowd_sim.names import SCENES
 
 app = typer.Typer(help="EnvSocial-Diff crowd simulation: train, simulate, evaluate, render.")
 
 
 def _scene(name: str, data: Path | None, frame: str):
+    from flowlab.crowd_sim.data import load_scene
+
     if name not in SCENES:
         raise typer.BadParameter(f"unknown scene {name!r}; expected one of {', '.join(SCENES)}", param_hint="--scene")
     try:
@@ -30,6 +30,8 @@ def _scene(name: str, data: Path | None, frame: str):
 
 
 def _window(scene, name: str):
+    from flowlab.crowd_sim.data import SPLITS
+
     names = SPLITS[scene.name].get(name, (name,))
     if names[0] not in scene.windows:
         known = ", ".join([*SPLITS[scene.name], *scene.windows])
@@ -78,8 +80,12 @@ def train_cmd(
 ) -> None:
     """Train EnvSocial-Diff (or an ablation) on a scene's training windows and save it. --ckpt-dir resumes a run
     with the same options and refuses a different one unless --overwrite."""
+    import torch
+
     from flowlab.core.cli import claim_run_option
     from flowlab.core.train import data_fingerprint
+    from flowlab.crowd_sim.data import SPLITS
+    from flowlab.crowd_sim.envsocial_diff.model import SIZES
     from flowlab.crowd_sim.envsocial_diff.objective import training_frames
     from flowlab.crowd_sim.envsocial_diff.simulator import EnvSocialDiff, scene_config
     from flowlab.crowd_sim.envsocial_diff.train import TrainConfig, calibrate, train, train_best_of
@@ -133,6 +139,8 @@ def simulate_cmd(
     device: str = typer.Option("cpu", "--device"),
 ) -> None:
     """Roll a whole recorded window forward from its entry states and destinations; write the trajectories."""
+    import torch
+
     from flowlab.crowd_sim.simulate import simulate_window
 
     scene = _scene(scene_name, data, frame)
@@ -194,6 +202,8 @@ def render_cmd(
 
 
 def _read_rollout(path: Path) -> dict:
+    from flowlab.core.train import load_weights
+
     if not path.is_file():
         raise typer.BadParameter(f"{path} not found", param_hint="ROLLOUT")
     try:

@@ -27,18 +27,9 @@ from torch import nn
 from flowlab.core.config import Config
 from flowlab.core.nets import MLP, EGNNLayer, TimeMLP
 from flowlab.crowd_sim.envsocial_diff.features import EDGE_DIM, ENV_DIM, LIGHT_DIM, NODE_DIM, FeatureConfig, StepInputs
+from flowlab.crowd_sim.envsocial_diff.names import ABLATIONS
 
 __all__ = ["ABLATIONS", "SIZES", "EnvSocialConfig", "EnvSocialDenoiser"]
-
-ABLATIONS = {
-    "full": {"obstacles": True, "interests": True, "lighting": True, "similarity": True},
-    "no_env": {"obstacles": False, "interests": False, "lighting": False, "similarity": True},
-    "obstacles": {"obstacles": True, "interests": False, "lighting": False, "similarity": True},
-    "ooi": {"obstacles": True, "interests": True, "lighting": False, "similarity": True},
-    "lighting": {"obstacles": True, "interests": True, "lighting": True, "similarity": True},
-    "no_sim": {"obstacles": True, "interests": True, "lighting": True, "similarity": False},
-    "spdiff": {"obstacles": False, "interests": False, "lighting": False, "similarity": False},
-}
 
 
 @dataclass(frozen=True)

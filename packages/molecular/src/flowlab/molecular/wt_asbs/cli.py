@@ -10,22 +10,14 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import torch
 import typer
 
-from flowlab.core.train import load_weights
-from flowlab.molecular.wt_asbs.aldp import ALDP_BASINS, aldp_files, basin_df_from_fes, torsion_bias, torsion_cvs
-from flowlab.molecular.wt_asbs.analysis import basin_coverage, delta_f_from_samples, reweight
-from flowlab.molecular.wt_asbs.asbs import ASBS
-from flowlab.molecular.wt_asbs.benchmarks.aldp import ALDP
-from flowlab.molecular.wt_asbs.benchmarks.sn2 import SN2
-from flowlab.molecular.wt_asbs.benchmarks.toy import TOY
-from flowlab.molecular.wt_asbs.potentials import OpenMMPotential
-from flowlab.molecular.wt_asbs.reference import openmm_wtmetad
-from flowlab.molecular.wt_asbs.sn2 import REACTANT, WELLS, reaction_cv, sn2_potential, well_fractions
-from flowlab.molecular.wt_asbs.toys import TOY_INTERVALS, TOYS, make_toy, toy_bias, toy_cvs, toy_source_mean
+from flowlab.molecular.wt_asbs.names import TOYS
+
+if TYPE_CHECKING:
+    import torch
 
 app = typer.Typer(help="WT-ASBS: train and sample (sample), the OpenMM WTMetaD reference (metad), evaluate a run.")
 
@@ -44,6 +36,17 @@ def sample(
     data_root: Annotated[str | None, typer.Option(help="defaults to $FLOWLAB_DATA")] = None,
 ) -> None:
     """Train the (WT-)ASBS sampler on a system and draw samples."""
+    import torch
+
+    from flowlab.molecular.wt_asbs.aldp import aldp_files, torsion_bias, torsion_cvs
+    from flowlab.molecular.wt_asbs.asbs import ASBS
+    from flowlab.molecular.wt_asbs.benchmarks.aldp import ALDP
+    from flowlab.molecular.wt_asbs.benchmarks.sn2 import SN2
+    from flowlab.molecular.wt_asbs.benchmarks.toy import TOY
+    from flowlab.molecular.wt_asbs.potentials import OpenMMPotential
+    from flowlab.molecular.wt_asbs.sn2 import REACTANT, reaction_cv, sn2_potential
+    from flowlab.molecular.wt_asbs.toys import make_toy, toy_bias, toy_cvs, toy_source_mean
+
     if system not in SYSTEMS:
         raise typer.BadParameter(f"expected one of {SYSTEMS}, got {system!r}", param_hint="--system")
     if bias not in ("on", "off"):
@@ -118,6 +121,11 @@ def metad(
     data_root: Annotated[str | None, typer.Option(help="defaults to $FLOWLAB_DATA")] = None,
 ) -> None:
     """OpenMM well-tempered metadynamics over (phi, psi) of alanine dipeptide (the reference)."""
+    import torch
+
+    from flowlab.molecular.wt_asbs.aldp import aldp_files
+    from flowlab.molecular.wt_asbs.reference import openmm_wtmetad
+
     if system != "aldp":
         raise typer.BadParameter("only aldp (toys: see `flowlab bench --only mol.wt_asbs.toy`)", param_hint="--system")
     prmtop, inpcrd = aldp_files(data_root)
@@ -145,6 +153,10 @@ def metad(
 
 def _sample_weights(data: dict, cfg: dict, method: str, weights: str | None) -> tuple[str, torch.Tensor | None]:
     """(the estimator's name, normalised sample weights (N,) or None for unweighted samples) for `evaluate`."""
+    import torch
+
+    from flowlab.molecular.wt_asbs.analysis import reweight
+
     if weights is None:
         weights = "path" if "log_w" in data else ("bias" if method == "wt_asbs" else "none")
     if weights not in WEIGHTS:
@@ -174,6 +186,12 @@ def evaluate(
     ] = None,
 ) -> None:
     """Delta F between basins, basin coverage and energy-evaluation counts of a run (printed as JSON)."""
+    from flowlab.core.train import load_weights
+    from flowlab.molecular.wt_asbs.aldp import ALDP_BASINS, basin_df_from_fes
+    from flowlab.molecular.wt_asbs.analysis import basin_coverage, delta_f_from_samples
+    from flowlab.molecular.wt_asbs.sn2 import WELLS, well_fractions
+    from flowlab.molecular.wt_asbs.toys import TOY_INTERVALS, make_toy
+
     cfg_path = run / "config.json"
     if not cfg_path.is_file():
         raise typer.BadParameter(f"no config.json in {run}", param_hint="RUN")

@@ -8,11 +8,11 @@ import torch
 
 from flowlab.molecular.wt_asbs.bias import BiasConfig, WellTemperedBias
 from flowlab.molecular.wt_asbs.cvs import CVSet, LinearCV
+from flowlab.molecular.wt_asbs.names import TOYS
 from flowlab.molecular.wt_asbs.potentials import EmbeddedToy, FourWell, MuellerBrown, ToyPotential
 
 __all__ = ["TOYS", "TOY_INTERVALS", "make_toy", "toy_bias", "toy_cvs", "toy_source_mean"]
 
-TOYS = ("mueller-brown", "four-well", "four-well-5d")
 #: CV intervals (A, B) for Delta F_AB = F_B - F_A on each toy (CV = x).
 TOY_INTERVALS = {
     "mueller-brown": ((-1.5, -0.3), (0.3, 1.2)),

@@ -1,0 +1,14 @@
+"""EnvSocial-Diff's ablations (the branches each one switches on), kept free of heavy imports so that the command
+line can offer them cheaply."""
+
+__all__ = ["ABLATIONS"]
+
+ABLATIONS = {
+    "full": {"obstacles": True, "interests": True, "lighting": True, "similarity": True},
+    "no_env": {"obstacles": False, "interests": False, "lighting": False, "similarity": True},
+    "obstacles": {"obstacles": True, "interests": False, "lighting": False, "similarity": True},
+    "ooi": {"obstacles": True, "interests": True, "lighting": False, "similarity": True},
+    "lighting": {"obstacles": True, "interests": True, "lighting": True, "similarity": True},
+    "no_sim": {"obstacles": True, "interests": True, "lighting": True, "similarity": False},
+    "spdiff": {"obstacles": False, "interests": False, "lighting": False, "similarity": False},
+}
