@@ -6,5 +6,5 @@ Modules: `model` (denoiser, config, sizes, ablations), `features` (ego-frame inp
 denoiser + schedule + destination force, the `simulate` policy, save/load), `objective` (targets and the epsilon
 loss), `train` (teacher forcing, rollout fine-tuning, best of several initialisations), `predict` (prediction
 mode), `baselines` (social force and constant-velocity policies), `settings` (the scenarios' typed variants),
-`benchmarks`, `cli`.
+`names` (the ablations' names, light for the CLI), `benchmarks`, `cli`.
 """
