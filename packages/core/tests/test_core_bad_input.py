@@ -68,3 +68,15 @@ def test_cases_must_say_what_they_are():
         BadInput("range", ["x"], [])
     with pytest.raises(ValueError, match="cases"):
         check_bad_inputs(app, [])
+
+
+def test_json_text_is_valid_json_with_reasons_for_non_finite_values():
+    import json
+
+    from flowlab.core.cli import json_text
+
+    value = {"fd": float("nan"), "rows": [1.0, float("inf")], "nested": {"w1": -float("inf"), "n": 3}, "ok": 0.5}
+    text = json_text(value, indent=1)
+    back = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    assert back == {"fd": None, "fd_reason": "not finite (nan)", "rows": [1.0, None], "ok": 0.5,
+                    "nested": {"w1": None, "w1_reason": "not finite (-inf)", "n": 3}}  # fmt: skip

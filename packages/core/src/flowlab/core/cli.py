@@ -1,10 +1,12 @@
 """What every command group shares: the core's checks turned into typer's one-line errors (exit 2) naming the
-option, and what an input error is (`input_errors`) and how it reads (`input_error_line`): the `flowlab` command's
-error boundary and the bad-input test kit both use them. Torch loads with the helpers' callers, not with this
-module."""
+option, JSON that is always valid (`json_text`), and what an input error is (`input_errors`) and how it reads
+(`input_error_line`): the `flowlab` command's error boundary and the bad-input test kit both use them. Torch loads
+with the helpers' callers, not with this module."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import pickle
 import sys
@@ -18,7 +20,7 @@ import typer
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["claim_run_option", "device_option", "input_error_line", "input_errors"]
+__all__ = ["claim_run_option", "device_option", "input_error_line", "input_errors", "json_text"]
 
 
 def device_option(device: str, option: str = "--device") -> torch.device:
@@ -60,3 +62,24 @@ def input_error_line(err: BaseException) -> str:
     """The one line an input error becomes: its message's first line and its type."""
     message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     return f"error: {message} ({type(err).__name__}; flowlab --debug shows where)"
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            out[key] = _finite(item)
+            if isinstance(item, float) and not math.isfinite(item):
+                out[f"{key}_reason"] = f"not finite ({item})"
+        return out
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def json_text(value: Any, indent: int | None = None) -> str:
+    """`value` as JSON that every parser reads: a non-finite float (a metric with no sample to average, a diverged
+    loss) becomes null, and in a mapping a `<key>_reason` beside it says what it was (`not finite (nan)`)."""
+    return json.dumps(_finite(value), indent=indent, allow_nan=False)
