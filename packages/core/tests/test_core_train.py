@@ -676,3 +676,27 @@ def test_data_fingerprint_tells_data_apart():
         assert data_fingerprint(other) != data_fingerprint(x)
     assert data_fingerprint(torch.tensor(1.0)) != data_fingerprint(torch.tensor(2.0))
     assert data_fingerprint(x, x) != data_fingerprint(x)
+
+
+def test_assert_same_tensors_compares_two_runs_bit_for_bit(tmp_path):
+    from safetensors.torch import save_file
+
+    from flowlab.core.testing import assert_same_tensors
+
+    state = {"net": {"w": torch.arange(6.0).reshape(2, 3)}, "step": 3, "rng": [torch.tensor([1, 2], dtype=torch.uint8)]}
+    for run in ("a", "b"):
+        (tmp_path / run / "ckpt").mkdir(parents=True)
+        torch.save(state, tmp_path / run / "ckpt" / "state.pt")
+        save_file({"w": state["net"]["w"]}, tmp_path / run / "model.safetensors")
+    assert_same_tensors(tmp_path / "a", tmp_path / "b", "**/*.pt")
+    assert_same_tensors(tmp_path / "a", tmp_path / "b", "*.safetensors")
+    nudged = {**state, "net": {"w": state["net"]["w"] + 1e-7}}
+    torch.save(nudged, tmp_path / "b" / "ckpt" / "state.pt")
+    with pytest.raises(AssertionError, match=r"ckpt/state.pt.net.w"):
+        assert_same_tensors(tmp_path / "a", tmp_path / "b", "**/*.pt")
+    torch.save({**state, "step": 4}, tmp_path / "b" / "ckpt" / "state.pt")
+    with pytest.raises(AssertionError, match=r"state.pt.step"):
+        assert_same_tensors(tmp_path / "a", tmp_path / "b", "**/*.pt")
+    (tmp_path / "b" / "ckpt" / "state.pt").rename(tmp_path / "b" / "ckpt" / "other.pt")
+    with pytest.raises(AssertionError, match="different files"):
+        assert_same_tensors(tmp_path / "a", tmp_path / "b", "**/*.pt")

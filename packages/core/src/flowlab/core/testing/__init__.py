@@ -2,7 +2,12 @@
 of every entry point, a pytest plugin (no-network guard, `device` fixture, `gpu` marker)."""
 
 from flowlab.core.testing.analytic import GaussianMixture, GaussianToGaussian
-from flowlab.core.testing.asserts import assert_convergence_order, assert_moments_close, empirical_order
+from flowlab.core.testing.asserts import (
+    assert_convergence_order,
+    assert_moments_close,
+    assert_same_tensors,
+    empirical_order,
+)
 from flowlab.core.testing.bad_input import KINDS, BadInput, bad_files, check_bad_inputs, uncovered_commands
 from flowlab.core.testing.checkerboard import Checkerboard
 from flowlab.core.testing.devices import available_devices
@@ -15,6 +20,7 @@ __all__ = [
     "GaussianToGaussian",
     "assert_convergence_order",
     "assert_moments_close",
+    "assert_same_tensors",
     "available_devices",
     "bad_files",
     "check_bad_inputs",

@@ -1,14 +1,17 @@
-"""Assertions for numerical tests: empirical convergence orders, and sample moments with tolerances set by the
-sample size."""
+"""Assertions for numerical tests: empirical convergence orders, sample moments with tolerances set by the
+sample size, and bit-identical tensor files of two runs (a resumed run against an uninterrupted one)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 import torch
 
-__all__ = ["assert_convergence_order", "assert_moments_close", "empirical_order"]
+__all__ = ["assert_convergence_order", "assert_moments_close", "assert_same_tensors", "empirical_order"]
 
 
 def empirical_order(
@@ -91,3 +94,39 @@ def assert_moments_close(
         raise AssertionError(f"sample mean off: |error| {mean_err.tolist()} > tolerance {mean_tol.tolist()}")
     if bool((cov_err > cov_tol).any()):
         raise AssertionError(f"sample covariance off: |error| {cov_err.tolist()} > tol {cov_tol.tolist()}")
+
+
+def _tensors(path: Path) -> Any:
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        return load_file(path)
+    from flowlab.core.train.checkpoint import load_weights
+
+    return load_weights(path, map_location="cpu")
+
+
+def _diff(a: Any, b: Any, where: str) -> list[str]:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        same = isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+        return [] if same and a.dtype == b.dtype and torch.equal(a, b) else [where]
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        if set(a) != set(b):
+            return [f"{where} keys {sorted(set(a) ^ set(b), key=str)}"]
+        return [d for k in a for d in _diff(a[k], b[k], f"{where}.{k}")]
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple) and len(a) == len(b):
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in _diff(x, y, f"{where}[{i}]")]
+    return [] if a == b else [where]
+
+
+def assert_same_tensors(first: str | os.PathLike[str], second: str | os.PathLike[str], pattern: str) -> None:
+    """The tensor files matching `pattern` (a glob, e.g. `"**/*.pt"`) under two run folders are the same files
+    holding bit-identical tensors (state_dicts, optimizer and RNG states): a resumed run against an uninterrupted
+    one. `.safetensors` files are read with safetensors, the rest with the core's tensor-only loader."""
+    first, second = Path(first), Path(second)
+    names = sorted(p.relative_to(first) for p in first.glob(pattern))
+    other = sorted(p.relative_to(second) for p in second.glob(pattern))
+    assert names, f"no file matches {pattern!r} under {first}"
+    assert names == other, f"the runs hold different files: {sorted(set(map(str, names)) ^ set(map(str, other)))}"
+    differ = [d for name in names for d in _diff(_tensors(first / name), _tensors(second / name), str(name))]
+    assert not differ, f"tensors differ between the runs: {differ[:10]}"
