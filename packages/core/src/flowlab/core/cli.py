@@ -1,7 +1,8 @@
 """What every command group shares: the core's checks turned into typer's one-line errors (exit 2) naming the
-option, JSON that is always valid (`json_text`), and what an input error is (`input_errors`) and how it reads
-(`input_error_line`): the `flowlab` command's error boundary and the bad-input test kit both use them. Torch loads
-with the helpers' callers, not with this module."""
+option (`option_error`: a method's "field: ..." error against the command's option of that name; files through
+`load_weights_option`), the range of a `--seed` (`SEEDS`), JSON that is always valid (`json_text`), and what an
+input error is (`input_errors`) and how it reads (`input_error_line`): the `flowlab` command's error boundary and the
+bad-input test kit both use them. Torch loads with the helpers' callers, not with this module."""
 
 from __future__ import annotations
 
@@ -20,7 +21,16 @@ import typer
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["claim_run_option", "device_option", "input_error_line", "input_errors", "json_text"]
+__all__ = [
+    "SEEDS",
+    "claim_run_option",
+    "device_option",
+    "input_error_line",
+    "input_errors",
+    "json_text",
+    "load_weights_option",
+    "option_error",
+]
 
 
 def device_option(device: str, option: str = "--device") -> torch.device:
@@ -44,6 +54,59 @@ def claim_run_option(
         return claim_run(folder, spec, overwrite=overwrite, name=option)
     except ValueError as err:
         raise typer.BadParameter(str(err).removeprefix(f"{option}: "), param_hint=option) from err
+
+
+def load_weights_option(path: str | os.PathLike[str], option: str, *, map_location: Any = None) -> Any:
+    """`load_weights(path)` (tensors only) for a file an option or argument names: a missing, empty, corrupt or
+    unsafe file is reported against `option`."""
+    from flowlab.core.train.checkpoint import load_weights
+
+    try:
+        return load_weights(path, map_location=map_location, name=option)
+    except ValueError as err:
+        raise typer.BadParameter(str(err).removeprefix(f"{option}: "), param_hint=option) from err
+
+
+#: the range of a --seed: the seeds torch's generators take (`typer.Option(..., **SEEDS)`)
+SEEDS = {"min": -(2**63), "max": 2**64 - 1}
+
+
+def _hint(param: Any) -> str:
+    return param.opts[0] if param.param_type_name == "option" else param.name.upper()
+
+
+def option_error(
+    err: Exception,
+    options: Mapping[str, str] | None = None,
+    *,
+    ctx: typer.Context | None = None,
+    default: str | None = None,
+    where: str = "",
+) -> typer.BadParameter:
+    """A check's `name: what` error (a config's field, `Config.name` too, a function's argument, or several:
+    `n, steps: ...`) as typer's error against the options that set those names; raise it `from err`.
+
+    Each name is reported as `options[name]` if given, else, with the command's `ctx`, as the command's parameter of
+    that name (its flag, or an argument's NAME), else as `--name` with dashes. A message that names nothing (or,
+    with `ctx`, a name the command lacks) is reported against `default` (e.g. the file argument), or against no
+    option. `where` (e.g. the file read) prefixes the message."""
+    head, sep, _ = str(err).partition(": ")
+    fields = [field.strip().rpartition(".")[2] for field in head.split(",")] if sep else []
+    params = {p.name: p for p in ctx.command.params} if ctx is not None else None
+    options = options or {}
+    hints = []
+    for field in fields:
+        if field in options:
+            hints.append(options[field])
+        elif params is not None and field in params:
+            hints.append(_hint(params[field]))
+        elif params is None and field.isidentifier():
+            hints.append("--" + field.replace("_", "-"))
+        else:
+            hints = []
+            break
+    message = f"{where}: {err}" if where else str(err)
+    return typer.BadParameter(message, param_hint=" / ".join(hints) or default)
 
 
 def input_errors() -> tuple[type[BaseException], ...]:

@@ -6,24 +6,30 @@ import dataclasses
 import hashlib
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import anndata as ad
-import torch
 import typer
 
-from flowlab.biology_dynamics.wfr_fm.data import read_time_series_csv
-from flowlab.biology_dynamics.wfr_fm.evaluate import evaluate_time_points
-from flowlab.biology_dynamics.wfr_fm.plot import plot_fit
-from flowlab.biology_dynamics.wfr_fm.registry import METHODS, load_model, model_class
-from flowlab.biology_dynamics.wfr_fm.tl import annotate
-from flowlab.core.cli import claim_run_option
+from flowlab.biology_dynamics.wfr_fm.names import METHODS
+from flowlab.core.cli import SEEDS, claim_run_option, device_option, option_error
+
+if TYPE_CHECKING:
+    import anndata as ad
 
 app = typer.Typer(help="WFR-FM: unbalanced single-cell dynamics (velocity + growth) from time-course snapshots.")
 
 
-def _read(path: Path, time_key: str) -> ad.AnnData:
+#: a method's error field -> the parameter of the command it is about
+ALIASES = {"path": "MODEL_DIR"}
+
+
+def _read(ctx: typer.Context, path: Path, time_key: str, use_rep: str) -> ad.AnnData:
     """A time course from .h5ad (times in obs[time_key]) or .csv (times in the column `time_key`, `samples` for the
-    default key; copied to obs[time_key])."""
+    default key; copied to obs[time_key]), checked: numeric finite times, a finite embedding obsm[use_rep]."""
+    import anndata as ad
+
+    from flowlab.biology_dynamics.wfr_fm.data import embedding, obs_times, read_time_series_csv
+
     if not path.is_file():
         raise typer.BadParameter(f"{path} not found", param_hint="DATA")
     column = "samples" if time_key == "time" else time_key
@@ -40,14 +46,25 @@ def _read(path: Path, time_key: str) -> ad.AnnData:
         raise typer.BadParameter(f"{path}: not a readable time course ({err})", param_hint="DATA") from err
     if adata.n_obs == 0:
         raise typer.BadParameter(f"{path}: holds no cells", param_hint="DATA")
-    if time_key not in adata.obs:
-        raise typer.BadParameter(f"{time_key!r} is not an obs column of {path.name} (columns "
-                                 f"{list(adata.obs.columns)})", param_hint="--time-key")  # fmt: skip
+    try:
+        obs_times(adata, time_key)
+        embedding(adata, use_rep)
+    except ValueError as err:
+        raise option_error(err, ctx=ctx, default="DATA", where=path.name) from err
     return adata
+
+
+def _times(text: str | None) -> list[float] | None:
+    """--times as numbers (None: the model's own times)."""
+    try:
+        return [float(v) for v in text.split(",")] if text else None
+    except ValueError as err:
+        raise typer.BadParameter(f"expected comma-separated numbers, got {text!r}", param_hint="--times") from err
 
 
 @app.command("fit")
 def fit_cmd(
+    ctx: typer.Context,
     data: Path = typer.Argument(..., help=".h5ad (times in .obs, embedding in .obsm) or a samples,x1..xd CSV"),
     out: Path = typer.Option(Path("wfr_fm_model"), "--out", help="folder for the fitted model"),
     time_key: str = typer.Option("time", "--time-key"),
@@ -57,24 +74,32 @@ def fit_cmd(
     iters: int = typer.Option(3000, "--iters"),
     batch: int = typer.Option(512, "--batch"),
     hold_out: float | None = typer.Option(None, "--hold-out", help="an interior time point to leave out"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", **SEEDS),
     device: str = typer.Option("cpu", "--device"),
     annotated: Path | None = typer.Option(None, "--write-h5ad", help="write the AnnData with fields stored back"),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace a different model already in --out"),
 ) -> None:
     """Fit a model and save it (a FlowLab checkpoint folder). A folder holding a model fitted with other data or
     options is refused unless --overwrite."""
+    import torch
+
+    from flowlab.biology_dynamics.wfr_fm.data import fit_series
+    from flowlab.biology_dynamics.wfr_fm.registry import model_class
+    from flowlab.biology_dynamics.wfr_fm.tl import annotate
+
     if method not in METHODS:
         raise typer.BadParameter(f"expected one of {METHODS}", param_hint="--method")
-    adata = _read(data, time_key)
+    device_option(device)
+    adata = _read(ctx, data, time_key, use_rep)
     klass = model_class(method)
     options = {"iters": iters, "batch": batch}
     if "delta" in {f.name for f in dataclasses.fields(klass.config_cls)}:
         options["delta"] = delta
     try:
         config = klass.config_cls(**options)
+        fit_series(adata, time_key=time_key, use_rep=use_rep, hold_out=hold_out)
     except ValueError as err:
-        raise typer.BadParameter(str(err)) from err
+        raise option_error(err, ctx=ctx, default="DATA") from err
     digest = hashlib.sha256(data.read_bytes()).hexdigest()
     spec = {"command": "cells fit", "method": method, "options": options, "time_key": time_key, "use_rep": use_rep,
             "hold_out": hold_out, "seed": seed, "data_sha256": digest}  # fmt: skip
@@ -90,7 +115,7 @@ def fit_cmd(
             progress=True,
         )
     except ValueError as err:
-        raise typer.BadParameter(str(err)) from err
+        raise option_error(err, ctx=ctx, default="DATA") from err
     folder = model.save(out)
     typer.echo(f"saved {method} to {folder} (trained in {model.state.train_seconds:.1f} s)")
     if annotated is not None:
@@ -101,6 +126,7 @@ def fit_cmd(
 
 @app.command("predict")
 def predict_cmd(
+    ctx: typer.Context,
     model_dir: Path = typer.Argument(..., help="a folder written by `flowlab cells fit`"),
     data: Path = typer.Argument(..., help="cells to push forward (.h5ad or CSV)"),
     out: Path = typer.Option(Path("predicted.h5ad"), "--out"),
@@ -110,19 +136,22 @@ def predict_cmd(
     times: str | None = typer.Option(None, "--times", help="comma-separated output times"),
 ) -> None:
     """Simulate weighted particles from the cells at --from to the requested times; writes an .h5ad."""
+    from flowlab.biology_dynamics.wfr_fm.registry import load_model
+
+    ts = _times(times)
     try:
         model = load_model(model_dir)
-        adata = _read(data, time_key)
-        ts = [float(v) for v in times.split(",")] if times else None
+        adata = _read(ctx, data, time_key, use_rep)
         sim = model.simulate(adata, t_from=t_from, times=ts, time_key=time_key, use_rep=use_rep)
     except (ValueError, FileNotFoundError) as err:
-        raise typer.BadParameter(str(err)) from err
+        raise option_error(err, ctx=ctx, default="DATA", options=ALIASES) from err
     sim.write_h5ad(out)
     typer.echo(f"wrote {sim.n_obs} particles at times {sorted(set(sim.obs['time']))} to {out}")
 
 
 @app.command("evaluate")
 def evaluate_cmd(
+    ctx: typer.Context,
     model_dir: Path = typer.Argument(..., help="a folder written by `flowlab cells fit`"),
     data: Path = typer.Argument(..., help="the observed time course (.h5ad or CSV)"),
     time_key: str = typer.Option("time", "--time-key"),
@@ -131,12 +160,16 @@ def evaluate_cmd(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """W1 and relative total-mass error per observed time (particles from the first time point)."""
+    from flowlab.biology_dynamics.wfr_fm.evaluate import evaluate_time_points
+    from flowlab.biology_dynamics.wfr_fm.plot import plot_fit
+    from flowlab.biology_dynamics.wfr_fm.registry import load_model
+
     try:
         model = load_model(model_dir)
-        adata = _read(data, time_key)
+        adata = _read(ctx, data, time_key, use_rep)
         rows = evaluate_time_points(model, adata, time_key=time_key, use_rep=use_rep)
     except (ValueError, FileNotFoundError) as err:
-        raise typer.BadParameter(str(err)) from err
+        raise option_error(err, ctx=ctx, default="DATA", options=ALIASES) from err
     if as_json:
         typer.echo(json.dumps([r.__dict__ for r in rows], indent=2))
     else:

@@ -21,6 +21,7 @@ from flowlab.datasets import path as data_path
 __all__ = [
     "SINGLE_CELL_FILES",
     "TimeSeries",
+    "fit_series",
     "load_single_cell",
     "read_time_series_csv",
     "subsample_cells",
@@ -150,3 +151,17 @@ def time_series_from_adata(
     index = tuple(np.flatnonzero(t == v) for v in times)
     X = tuple(torch.from_numpy(rep[i].astype(np.float32)) for i in index)
     return TimeSeries(times=tuple(times), X=X, index=index)
+
+
+def fit_series(
+    adata: ad.AnnData, *, time_key: str = "time", use_rep: str = "X_emb", hold_out: float | None = None
+) -> TimeSeries:
+    """The time points a model is fitted to: all of `adata`'s but `hold_out`, which must be an interior one."""
+    if hold_out is None:
+        return time_series_from_adata(adata, time_key=time_key, use_rep=use_rep)
+    times = np.unique(obs_times(adata, time_key))
+    if not np.isclose(times, hold_out).any():
+        raise ValueError(f"hold_out: {hold_out} is not one of the time points {times.tolist()}")
+    if np.isclose(hold_out, times.min()) or np.isclose(hold_out, times.max()):
+        raise ValueError(f"hold_out: {hold_out} must be an interior time point (not the first or last)")
+    return time_series_from_adata(adata, time_key=time_key, use_rep=use_rep, exclude=(float(hold_out),))

@@ -22,12 +22,14 @@ import pandas as pd
 import torch
 from torch import nn
 
-from flowlab.biology_dynamics.wfr_fm.data import TimeSeries, embedding, time_series_from_adata
+from flowlab.biology_dynamics.wfr_fm.data import TimeSeries, embedding, fit_series
+from flowlab.biology_dynamics.wfr_fm.names import METHODS
 from flowlab.biology_dynamics.wfr_fm.objective import WFRSampler, train_matching, unbalanced_plans
 from flowlab.biology_dynamics.wfr_fm.sample import ParticleTrajectory, simulate_particles
 from flowlab.core.config import Config
 from flowlab.core.nets import TimeMLP, seeded_init
 from flowlab.core.train import load_checkpoint, save_checkpoint
+from flowlab.core.train.checkpoint import WEIGHTS
 
 __all__ = [
     "GrowthFields",
@@ -141,16 +143,7 @@ class TimeCourseModel(ABC):
     ) -> TimeCourseModel:
         """Fit to the cells of `adata` (times in obs[time_key], embedding in obsm[use_rep]); `hold_out`: one
         interior time point left out of training. Returns self."""
-        exclude: tuple[float, ...] = ()
-        if hold_out is not None:
-            times = np.unique(np.asarray(adata.obs[time_key], dtype=np.float64)) if time_key in adata.obs else None
-            if times is not None:
-                if not np.isclose(times, hold_out).any():
-                    raise ValueError(f"hold_out: {hold_out} is not one of the time points {times.tolist()}")
-                if np.isclose(hold_out, times.min()) or np.isclose(hold_out, times.max()):
-                    raise ValueError(f"hold_out: {hold_out} must be an interior time point (not the first or last)")
-            exclude = (float(hold_out),)
-        series = time_series_from_adata(adata, time_key=time_key, use_rep=use_rep, exclude=exclude)
+        series = fit_series(adata, time_key=time_key, use_rep=use_rep, hold_out=hold_out)
         if self.fields is not None and self.state is not None and series.dim != self.state.dim:
             raise ValueError(f"use_rep: dimension {series.dim} does not match the model's {self.state.dim}")
         device = torch.device(device)
@@ -187,13 +180,16 @@ class TimeCourseModel(ABC):
             raise ValueError(f"{type(self).__name__}: not fitted yet; call fit(adata, ...) first")
         return self.fields, self.state
 
-    def tau(self, t: float | Sequence[float] | np.ndarray) -> np.ndarray:
-        """Normalised times τ = (t − t_first) / span for data times t (checked to lie in the fitted range)."""
+    def tau(self, t: float | Sequence[float] | np.ndarray, name: str = "t") -> np.ndarray:
+        """Normalised times τ = (t − t_first) / span for data times t (checked to lie in the fitted range; an
+        error names the times `name`)."""
         _, st = self._require_fit()
         t = np.atleast_1d(np.asarray(t, dtype=np.float64))
         tau = (t - st.t0) / st.span
         if not np.isfinite(tau).all() or (tau < -1e-9).any() or (tau > 1 + 1e-9).any():
-            raise ValueError(f"t: times must lie in the fitted range [{st.times[0]}, {st.times[-1]}], got {t.tolist()}")
+            raise ValueError(
+                f"{name}: expected times in the fitted range [{st.times[0]}, {st.times[-1]}], got {t.tolist()}"
+            )
         return tau.clip(0, 1)
 
     def _device(self) -> torch.device:
@@ -232,7 +228,7 @@ class TimeCourseModel(ABC):
         times = sorted({t_from, *map(float, times)})
         if times[0] < t_from:
             raise ValueError(f"times: expected times >= t_from = {t_from}, got {times[0]}")
-        tau = self.tau(times)
+        tau = self.tau(times, "times")
         x = torch.as_tensor(_as_points(X0, st.dim, "X0"), dtype=torch.float32, device=self._device())
         if len(tau) == 1:
             z = torch.zeros(1, x.shape[0], device=x.device)
@@ -324,7 +320,12 @@ class TimeCourseModel(ABC):
             train_seconds=float(meta.get("train_seconds", math.nan)),
         )
         model.fields = model._build(model.state.dim).to(device)
-        load_checkpoint(folder, model=model.fields, device=device, restore_rng=False)
+        try:
+            load_checkpoint(folder, model=model.fields, device=device, restore_rng=False)
+        except RuntimeError as err:  # load_state_dict: the weights of another network
+            first = str(err).strip().splitlines()[0]
+            raise ValueError(f"path: {folder / WEIGHTS} does not hold the weights of its {meta['method']} model "
+                             f"({first})") from None  # fmt: skip
         model.fields.eval()
         return model
 
@@ -336,7 +337,14 @@ def checkpoint_meta(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]
     cfg_file = next(iter(sorted(folder.glob("step-*/config.json"))), None) or folder / "config.json"
     if not cfg_file.is_file():
         raise FileNotFoundError(f"path: no FlowLab checkpoint (config.json) under {folder}")
-    return cfg_file.parent, json.loads(cfg_file.read_text())["config"]
+    try:
+        meta = json.loads(cfg_file.read_text())["config"]
+    except (ValueError, KeyError, TypeError) as err:  # not JSON, or not a checkpoint's
+        raise ValueError(f"path: {cfg_file} is not a FlowLab checkpoint's config.json ({err!r})") from None
+    if not isinstance(meta, dict) or meta.get("method") not in METHODS:
+        raise ValueError(f"path: {folder} holds no time-course model (none of {METHODS}); fit one with `flowlab "
+                         "cells fit`")  # fmt: skip
+    return cfg_file.parent, meta
 
 
 def check_training_fields(cfg: Config) -> None:

@@ -10,19 +10,16 @@ import os
 import torch
 
 from flowlab.biology_dynamics.wfr_fm.model import TimeCourseModel, WFRFlowMatching, checkpoint_meta
+from flowlab.biology_dynamics.wfr_fm.names import METHODS
 from flowlab.biology_dynamics.wfr_fm.neural_ode_growth import GrowthNeuralODE
 from flowlab.biology_dynamics.wfr_fm.ot_cfm import OTCFM
 from flowlab.biology_dynamics.wfr_fm.uot_cfm import UOTCFM
 
 __all__ = ["METHODS", "load_model", "model_class"]
 
-_CLASSES: dict[str, type[TimeCourseModel]] = {
-    "wfr_fm": WFRFlowMatching,
-    "ot_cfm": OTCFM,
-    "uot_cfm": UOTCFM,
-    "neural_ode": GrowthNeuralODE,
-}
-METHODS = tuple(_CLASSES)
+_CLASSES: dict[str, type[TimeCourseModel]] = dict(
+    zip(METHODS, (WFRFlowMatching, OTCFM, UOTCFM, GrowthNeuralODE), strict=True)
+)
 
 
 def model_class(method: str) -> type[TimeCourseModel]:

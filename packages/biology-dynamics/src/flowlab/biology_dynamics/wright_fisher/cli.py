@@ -7,14 +7,14 @@ from pathlib import Path
 
 import typer
 
-from flowlab.biology_dynamics.wright_fisher.dna import ALPHABET, decode, write_fasta
-from flowlab.biology_dynamics.wright_fisher.run import DNARun, evaluate_run, load_run, sample_run, train_run
+from flowlab.core.cli import SEEDS, option_error
 
 app = typer.Typer(help="Wright-Fisher simplicial diffusion (and discrete, Gaussian, masked, unified) on sequences.")
 
 
 @app.command("train")
 def train_cmd(
+    ctx: typer.Context,
     out: Path = typer.Option(Path("runs/dna"), "--out", help="run folder (checkpoints; a rerun resumes)"),
     task: str = typer.Option("motifs", "--task", help="toy-simplex | markov | motifs"),
     domain: str = typer.Option(
@@ -30,36 +30,42 @@ def train_cmd(
     lr: float = typer.Option(2e-3, "--lr"),
     width: int = typer.Option(64, "--width", help="MLP hidden size (toy tasks) or CNN channels (motifs)"),
     stacks: int = typer.Option(1, "--stacks", help="CNN dilation stacks (motifs)"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", **SEEDS),
     device: str = typer.Option("cpu", "--device"),
 ) -> None:
     """Train a model into --out."""
+    from flowlab.biology_dynamics.wright_fisher.run import DNARun, train_run
+
     try:
         run = DNARun(task=task, domain=domain, letters=letters, length=length, classes=classes, steps=steps,
                      batch=batch, lr=lr, width=width, stacks=stacks, seed=seed)  # fmt: skip
         folder = train_run(run, out, device=device)
     except ValueError as err:
-        raise typer.BadParameter(str(err)) from err
+        raise option_error(err, ctx=ctx) from err
     typer.echo(f"trained {run.domain} on {run.task} into {folder}")
 
 
 @app.command("sample")
 def sample_cmd(
+    ctx: typer.Context,
     folder: Path = typer.Argument(..., help="a folder written by `flowlab dna train`"),
     out: Path = typer.Option(Path("samples.fasta"), "--out", help="FASTA (4 letters) or one line of letters each"),
     n: int = typer.Option(100, "--n"),
     steps: int = typer.Option(100, "--steps"),
     label: int | None = typer.Option(None, "--class", help="motif class to generate (default: balanced)"),
     domain: str | None = typer.Option(None, "--domain", help="the domain a unified run samples in"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", **SEEDS),
     device: str = typer.Option("cpu", "--device"),
 ) -> None:
     """Sample sequences from a trained run."""
+    from flowlab.biology_dynamics.wright_fisher.dna import ALPHABET, decode, write_fasta
+    from flowlab.biology_dynamics.wright_fisher.run import load_run, sample_run
+
     try:
         run, net = load_run(folder, device=device)
         x = sample_run(run, net, n, steps=steps, label=label, sample_domain=domain, device=device, seed=seed)
     except ValueError as err:
-        raise typer.BadParameter(str(err)) from err
+        raise option_error(err, ctx=ctx, default="FOLDER") from err
     if run.letters == len(ALPHABET):
         write_fasta(out, decode(x), names=[f"sample_{i}" for i in range(n)])
     else:
@@ -69,17 +75,20 @@ def sample_cmd(
 
 @app.command("evaluate")
 def evaluate_cmd(
+    ctx: typer.Context,
     folder: Path = typer.Argument(..., help="a folder written by `flowlab dna train`"),
     n: int = typer.Option(1000, "--n"),
     steps: int = typer.Option(100, "--steps"),
     domain: str | None = typer.Option(None, "--domain", help="the domain a unified run is scored in"),
-    seed: int = typer.Option(1, "--seed"),
+    seed: int = typer.Option(1, "--seed", **SEEDS),
     device: str = typer.Option("cpu", "--device"),
 ) -> None:
     """ELBO (nats per position) on fresh data, and sample KL (toy tasks) or motif hit rate (motifs)."""
+    from flowlab.biology_dynamics.wright_fisher.run import evaluate_run, load_run
+
     try:
         run, net = load_run(folder, device=device)
         scores = evaluate_run(run, net, n=n, steps=steps, sample_domain=domain, device=device, seed=seed)
     except ValueError as err:
-        raise typer.BadParameter(str(err)) from err
+        raise option_error(err, ctx=ctx, default="FOLDER") from err
     typer.echo("  ".join(f"{k} {v:.4g}" for k, v in scores.items()))

@@ -144,6 +144,16 @@ def training_batch(run: DNARun, n: int, generator: torch.Generator, device="cpu"
     return x.to(device), {"cond": labels.to(device)}
 
 
+def _settings(folder: Path, name: str) -> DNARun:
+    """The settings in `folder`'s run.json; one that is not a `train_run`'s is a ValueError naming `name`."""
+    try:
+        return DNARun.from_mapping(json.loads((folder / SETTINGS).read_text()))
+    except ValueError as err:  # not JSON (or not text), or not a DNARun's settings
+        raise ValueError(
+            f"{name}: {folder / SETTINGS} is not the {SETTINGS} of a `flowlab dna train` run ({err})"
+        ) from None
+
+
 def train_run(run: DNARun, out: str | Path, *, device="cpu", progress: bool = True, ckpt_every: int = 500) -> Path:
     """Train `run` into the folder `out` (checkpoints there; a rerun with the same settings, or more steps,
     resumes) -> out. The settings are checked (the task draws one batch) before anything is written; the network
@@ -159,11 +169,13 @@ def train_run(run: DNARun, out: str | Path, *, device="cpu", progress: bool = Tr
     if last is not None:
         if not settings.is_file():
             raise ValueError(f"out: {out} holds checkpoints but no {SETTINGS}; choose another folder")
-        if replace(DNARun.from_mapping(json.loads(settings.read_text())), steps=run.steps) != run:
+        if replace(_settings(out, "out"), steps=run.steps) != run:
             raise ValueError(f"out: {out} holds a run with other settings ({settings}); only --steps may change")
         done = int(last.name.removeprefix("step-"))
         if run.steps < done:
             raise ValueError(f"steps: {out} is trained to step {done} already; expected --steps >= {done}")
+    elif out.is_dir() and any(p.name != SETTINGS for p in out.iterdir()):
+        raise ValueError(f"out: {out} is not empty and holds no run; choose another folder or empty it")
     out.mkdir(parents=True, exist_ok=True)
     settings.write_text(json.dumps(run.to_dict(), indent=1))
     data = lambda step, gen: training_batch(run, run.batch, gen, device)  # noqa: E731
@@ -176,15 +188,20 @@ def train_run(run: DNARun, out: str | Path, *, device="cpu", progress: bool = Tr
 def load_run(folder: str | Path, *, device="cpu") -> tuple[DNARun, torch.nn.Module]:
     """(the run's settings, its network with the latest checkpoint's weights) from a `train_run` folder."""
     device, folder = check_device(device), Path(folder)
-    settings = folder / SETTINGS
-    if not settings.is_file():
+    if not (folder / SETTINGS).is_file():
         raise ValueError(f"folder: {folder} is not a run folder (no {SETTINGS}); train one with `flowlab dna train`")
-    run = DNARun.from_mapping(json.loads(settings.read_text()))
+    run = _settings(folder, "folder")
     net = network(run).to(device)
     try:
         load_checkpoint(folder, model=net, device=device, restore_rng=False)
     except FileNotFoundError as err:
         raise ValueError(f"folder: {folder} holds no checkpoint yet (train it first): {err}") from err
+    except json.JSONDecodeError as err:
+        raise ValueError(f"folder: {folder} holds a checkpoint with a corrupt config.json ({err})") from None
+    except RuntimeError as err:  # load_state_dict: the weights of another network
+        first = str(err).strip().splitlines()[0]
+        raise ValueError(f"folder: the checkpoint in {folder} does not fit the network its {SETTINGS} describes "
+                         f"({first})") from None  # fmt: skip
     return run, net.eval()
 
 
