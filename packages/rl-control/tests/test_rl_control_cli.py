@@ -133,7 +133,7 @@ def test_marl_commands_refuse_bad_input_with_one_line_and_exit_code_2(tmp_path):
     fails(["marl-train", "--dataset", str(single), "--out", str(tmp_path / "r3")], "no agent axis")
     fails(["train", "--dataset", str(data), "--out", str(tmp_path / "r4")], "single-agent")  # Value Flows
     assert runner.invoke(app, [*train, "--hidden", "8"]).exit_code == 0
-    fails([*train, "--hidden", "16"], "other settings")
+    fails([*train, "--hidden", "16"], "--out", "another run")
     fails(["marl-evaluate", "--run", str(tmp_path / "nothing")], "run.json")
     fails(["marl-evaluate", "--run", str(tmp_path / "r"), "--episodes", "0"], "episodes")
     weights = next((tmp_path / "r" / "policy").glob("step-*")) / "weights.pt"

@@ -48,7 +48,7 @@ def test_bad_options_and_missing_runs_fail_clearly(tmp_path):
     res = runner.invoke(app, ["train", "--out", str(tmp_path), "--regressor", "mlp"])
     assert res.exit_code == 2 and "regressor" in res.output
     res = runner.invoke(app, ["train", "--out", str(tmp_path), "--ode-steps", "0"])
-    assert res.exit_code == 2 and "ode_steps" in res.output
+    assert res.exit_code == 2 and "--ode-steps" in res.output
     res = runner.invoke(app, ["certify", "--run", str(tmp_path / "nothing")])
     assert res.exit_code == 2 and "config.json missing" in res.output
     res = runner.invoke(app, ["certify", "--run", str(tmp_path), "--variant", "y"])

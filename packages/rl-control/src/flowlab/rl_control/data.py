@@ -190,11 +190,11 @@ def load_dataset(path: str | os.PathLike[str]) -> OfflineDataset:
         raise FileNotFoundError(
             f"path: offline dataset file {path} not found (create it with `flowlab rl collect` or `marl-collect`)"
         )
+    if not zipfile.is_zipfile(path):  # before np.load, which would take any other bytes for a pickle
+        what = "an empty file" if path.stat().st_size == 0 else "not an npz archive (corrupt or another format)"
+        raise ValueError(f"path: {path} is not a readable npz dataset: {what}")
     try:
-        z = np.load(path, allow_pickle=False)
-        if not isinstance(z, np.lib.npyio.NpzFile):
-            raise ValueError("an .npy array, not an npz archive")
-        with z:
+        with np.load(path, allow_pickle=False) as z:
             missing = [k for k in TRANSITION_FIELDS if k not in z.files]
             if missing:
                 raise ValueError(f"path: {path} lacks the fields {missing}")
@@ -208,4 +208,7 @@ def load_dataset(path: str | os.PathLike[str]) -> OfflineDataset:
     unknown = set(kwargs) - {f.name for f in fields(OfflineDataset)}
     if unknown:
         raise ValueError(f"path: {path} has unknown fields {sorted(unknown)}")
-    return OfflineDataset(**kwargs)
+    try:
+        return OfflineDataset(**kwargs)
+    except ValueError as err:
+        raise ValueError(f"path: {path}: {err}") from None

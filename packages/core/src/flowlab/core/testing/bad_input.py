@@ -1,6 +1,6 @@
 """The bad-input kit: every entry point meets the same kinds of bad input, and each must answer with one clear error
 that names the argument or file, exit status 2, before any work: never a traceback, never a silent acceptance, never
-the advice to load with `weights_only=False`, and never running a pickle's code.
+the advice to load unsafely (`weights_only=False`, numpy's `allow_pickle=`), and never running a pickle's code.
 
     cases = [BadInput("empty_file", ["evaluate", str(files["empty"])], ["rollout"]), ...]
     check_bad_inputs(app, cases)
@@ -37,8 +37,8 @@ KINDS = {
     "choice": "a name that is not one of the choices",
     "mixing": "an output folder that holds another run",
 }
-#: what an error must never say: loading a FlowLab file unsafely is never the fix
-UNSAFE_ADVICE = "weights_only=False"
+#: what an error must never advise: loading a FlowLab file unsafely (torch's or numpy's pickles) is never the fix
+UNSAFE_ADVICE = ("weights_only=False", "allow_pickle=", "pickle.load()")
 
 
 @dataclass(frozen=True)
@@ -124,8 +124,7 @@ def check_bad_inputs(app: Any, cases: Iterable[BadInput], pickle_marker: str | o
             missing = [name for name in case.names if name not in flat]
             if missing:
                 problems.append(f"{where}: the error does not name {missing}: {flat[-300:]}")
-        if UNSAFE_ADVICE in output:
-            problems.append(f"{where}: advises {UNSAFE_ADVICE}")
+        problems += [f"{where}: advises {advice}" for advice in UNSAFE_ADVICE if advice in output]
     if pickle_marker is not None and Path(pickle_marker).exists():
         problems.append(f"a pickle's code ran ({pickle_marker} was created)")
     assert not problems, f"{len(problems)} problems in {len(cases)} bad inputs:\n" + "\n".join(problems)

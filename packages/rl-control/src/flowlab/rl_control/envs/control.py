@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from flowlab.rl_control.data import TRANSITION_FIELDS, OfflineDataset
+from flowlab.rl_control.envs.names import QUALITIES
 
 __all__ = [
     "CONTROLLERS",
@@ -28,8 +29,6 @@ __all__ = [
     "reacher_controller",
     "scripted_controller",
 ]
-
-QUALITIES = ("expert", "medium", "mixed", "random")
 
 
 @dataclass(frozen=True)

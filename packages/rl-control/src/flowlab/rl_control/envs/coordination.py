@@ -29,6 +29,7 @@ import torch
 
 from flowlab.core.distributions import rand, randn
 from flowlab.rl_control.data import OfflineDataset
+from flowlab.rl_control.envs.names import GAME_NAMES
 
 __all__ = ["GAMES", "CoordinationGame", "game", "game_dataset", "product_of_marginals"]
 
@@ -96,14 +97,13 @@ def _games() -> dict[str, CoordinationGame]:
     xor_modes = torch.tensor([[[0.5, 0.0], [-0.5, 0.0]], [[-0.5, 0.0], [0.5, 0.0]]])
     half = torch.tensor([0.5, 0.5])
     matrix_w = torch.tensor([0.45, 0.45, 0.10])
-    return {
-        "matrix": CoordinationGame("matrix", _matrix_payoff, _mixture(matrix_modes, matrix_w), matrix_modes, matrix_w),
-        "quadratic": CoordinationGame(
-            "quadratic", _quadratic_payoff, _mixture(quad_modes, matrix_w), quad_modes, matrix_w
-        ),
-        "ring": CoordinationGame("ring", _ring_payoff, _ring_behaviour),
-        "xor": CoordinationGame("xor", _xor_payoff, _mixture(xor_modes, half), xor_modes, half),
-    }
+    parts = (  # payoff, behaviour, modes, weights in GAME_NAMES' order: matrix, quadratic, ring, xor
+        (_matrix_payoff, _mixture(matrix_modes, matrix_w), matrix_modes, matrix_w),
+        (_quadratic_payoff, _mixture(quad_modes, matrix_w), quad_modes, matrix_w),
+        (_ring_payoff, _ring_behaviour),
+        (_xor_payoff, _mixture(xor_modes, half), xor_modes, half),
+    )
+    return {name: CoordinationGame(name, *part) for name, part in zip(GAME_NAMES, parts, strict=True)}
 
 
 GAMES: dict[str, CoordinationGame] = _games()

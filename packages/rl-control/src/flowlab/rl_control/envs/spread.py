@@ -26,6 +26,7 @@ import torch
 from flowlab.core.artifacts import Artifact, ensure
 from flowlab.core.config import Config
 from flowlab.rl_control.data import TRANSITION_FIELDS, OfflineDataset, load_dataset
+from flowlab.rl_control.envs.names import SPREAD_QUALITIES
 
 __all__ = [
     "SPREAD_QUALITIES",
@@ -42,7 +43,6 @@ __all__ = [
     "to_env_action",
 ]
 
-SPREAD_QUALITIES = ("expert", "medium", "random")
 #: std of the Gaussian noise on the scripted controller's normalised actions, by quality
 _NOISE = {"expert": 0.05, "medium": 0.3}
 #: proportional and derivative gains of the scripted controller (tuned so the expert settles on its landmark)

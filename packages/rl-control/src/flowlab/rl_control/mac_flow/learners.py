@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 from pathlib import Path
 
 import torch
 
 from flowlab.core.nets import seeded_init
 from flowlab.core.train import latest_checkpoint, load_checkpoint
+from flowlab.rl_control.envs.names import GAME_NAMES
 from flowlab.rl_control.mac_flow.agents import MARLAgent
 from flowlab.rl_control.mac_flow.baselines import MATD3BC, DiffusionJointBC, GaussianBC, JointFlowAgent
 from flowlab.rl_control.mac_flow.joint_flow import JointFlowBC
 from flowlab.rl_control.mac_flow.model import MACFlow, MARLConfig
 
-__all__ = ["RUN_FILE", "load_learner", "make_learner", "save_run"]
+__all__ = ["RUN_FILE", "load_learner", "make_learner", "run_record", "save_run"]
 
 RUN_FILE = "run.json"
 
@@ -59,17 +59,22 @@ def make_learner(config: MARLConfig, *, obs_dim: int, act_dim: int, n_agents: in
         return _build(config, obs_dim, act_dim, n_agents)
 
 
-def save_run(folder: str | os.PathLike[str], agent: MARLAgent, config: MARLConfig, *, env: str, reward_scale: float):
-    """Write `run.json` beside a trained learner's stage checkpoints: its config, dimensions, environment and reward
-    scale, everything `load_learner` needs."""
-    meta = {
+def run_record(agent: MARLAgent, config: MARLConfig, *, env: str, reward_scale: float) -> dict:
+    """What `run.json` holds beside a trained learner's stage checkpoints: its config, dimensions, environment and
+    reward scale, everything `load_learner` needs."""
+    return {
         "learner": config.to_dict(),
         "dims": {"obs_dim": agent.obs_dim, "act_dim": agent.act_dim, "n_agents": agent.n_agents},
         "env": env,
         "reward_scale": reward_scale,
     }
+
+
+def save_run(folder: str | os.PathLike[str], agent: MARLAgent, config: MARLConfig, *, env: str, reward_scale: float):
+    """Write `run_record`'s `run.json` into `folder`."""
     Path(folder).mkdir(parents=True, exist_ok=True)
-    (Path(folder) / RUN_FILE).write_text(json.dumps(meta, indent=1))
+    record = run_record(agent, config, env=env, reward_scale=reward_scale)
+    (Path(folder) / RUN_FILE).write_text(json.dumps(record, indent=1))
 
 
 def load_learner(folder: str | os.PathLike[str], *, device: torch.device | str = "cpu") -> tuple[MARLAgent, dict]:
@@ -83,17 +88,22 @@ def load_learner(folder: str | os.PathLike[str], *, device: torch.device | str =
         meta = json.loads(meta_path.read_text())
         config = MARLConfig.from_mapping(meta["learner"])
         dims = {k: int(meta["dims"][k]) for k in ("obs_dim", "act_dim", "n_agents")}
-    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        if meta["env"] not in ("spread", *GAME_NAMES):
+            raise ValueError(f"unknown environment {meta['env']!r}")
+        agent = make_learner(config, **dims)
+    except (ValueError, KeyError, TypeError) as err:
         raise ValueError(f"run: {meta_path} is not a MAC-Flow run file ({type(err).__name__}: {err})") from None
-    agent = make_learner(config, **dims)
     for stage in agent.stages():
         ckpt = folder / stage.name
         if latest_checkpoint(ckpt) is None:
-            raise FileNotFoundError(f"run: no checkpoint of stage {stage.name!r} under {ckpt} (training unfinished?)")
+            raise FileNotFoundError(
+                f"run: no checkpoint (step-*/weights.pt) of stage {stage.name!r} under {ckpt} (training unfinished?)"
+            )
         try:
             load_checkpoint(ckpt, model=stage.module, device=device, restore_rng=False)
-        except (pickle.UnpicklingError, RuntimeError, EOFError, OSError) as err:
+        except RuntimeError as err:  # load_state_dict: weights of other shapes than the learner's
+            first = str(err).splitlines()[0]
             raise ValueError(
-                f"run: the checkpoint under {ckpt} is corrupt or not a FlowLab checkpoint ({type(err).__name__})"
+                f"run: the weights under {ckpt} do not fit the learner {meta_path} describes ({first})"
             ) from None
     return agent.to(device), meta

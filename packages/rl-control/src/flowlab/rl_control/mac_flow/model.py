@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal
 
 import torch
 from torch import nn
@@ -16,14 +16,11 @@ from flowlab.core.distributions import randn
 from flowlab.rl_control.mac_flow.agents import MARLAgent, Stage, check_obs, with_agent_ids
 from flowlab.rl_control.mac_flow.critic import FactorisedCritic
 from flowlab.rl_control.mac_flow.joint_flow import JointFlowBC
+from flowlab.rl_control.mac_flow.names import METHODS, Method
 from flowlab.rl_control.mac_flow.objective import FlowBCObjective, distillation_loss, td_loss
 from flowlab.rl_control.policies import OneStepPolicy
 
 __all__ = ["METHODS", "DecentralisedOneStepPolicy", "MACFlow", "MARLConfig"]
-
-
-Method = Literal["mac_flow", "joint_flow", "gaussian_bc", "independent_bc", "matd3bc", "diffusion_bc"]
-METHODS: tuple[str, ...] = get_args(Method)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -22,6 +22,7 @@ from flowlab.rl_control.data import OfflineDataset
 from flowlab.rl_control.networks import aggregate, frozen
 from flowlab.rl_control.policies import FlowBCPolicy, OneStepPolicy, rejection_sample
 from flowlab.rl_control.value_flows.model import C51Critic, IQNCritic, ReturnFlowCritic, ScalarCritic
+from flowlab.rl_control.value_flows.names import METHODS, Method
 from flowlab.rl_control.value_flows.objective import (
     bcfm_loss,
     c51_target,
@@ -32,9 +33,6 @@ from flowlab.rl_control.value_flows.objective import (
 from flowlab.rl_control.value_flows.online import OnlineReplay
 
 __all__ = ["METHODS", "AgentConfig", "agent_spaces", "make_agent", "train_agent"]
-
-Method = Literal["value_flows", "c51", "iqn", "td"]
-METHODS: tuple[str, ...] = get_args(Method)
 
 
 @dataclass(frozen=True)

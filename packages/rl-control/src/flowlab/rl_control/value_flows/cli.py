@@ -6,23 +6,12 @@ import hashlib
 import json
 from pathlib import Path
 
-import torch
 import typer
 
-from flowlab.core.metrics import spearman
-from flowlab.core.train import claim_run
-from flowlab.rl_control.data import load_dataset
-from flowlab.rl_control.envs.control import (
-    QUALITIES,
-    check_dataset_spaces,
-    collect,
-    evaluate_policy,
-    scripted_controller,
-)
-from flowlab.rl_control.value_flows.agents import METHODS, AgentConfig, agent_spaces, make_agent, train_agent
-from flowlab.rl_control.value_flows.chain import ChainMDP
-from flowlab.rl_control.value_flows.evaluate import distribution_scores
-from flowlab.rl_control.value_flows.online import OnlineReplay
+from flowlab.core.cli import claim_run_option, device_option, option_error
+from flowlab.rl_control.cli_options import read_dataset
+from flowlab.rl_control.envs.names import QUALITIES
+from flowlab.rl_control.value_flows.names import METHODS
 
 app = typer.Typer(
     help="Value Flows: flow-based distributional RL (collect data, train, evaluate).", no_args_is_help=True
@@ -31,27 +20,68 @@ app = typer.Typer(
 _ENVS = {"pendulum": "Pendulum-v1", "reacher": "Reacher-v5"}
 
 
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
+def _check_spaces(env: str, obs_dim: int, act_dim: int) -> None:
+    """Raise a `dataset: ...` (or, for an unknown environment, `env: ...`) ValueError unless data of these dimensions
+    fits `env`."""
+    from flowlab.rl_control.envs.control import check_dataset_spaces
+    from flowlab.rl_control.value_flows.chain import ChainMDP
+
+    if env != "chain":
+        check_dataset_spaces(obs_dim, act_dim, _ENVS.get(env, env))
+    elif obs_dim != ChainMDP().obs_dim:
+        raise ValueError(f"dataset: {obs_dim}-D observations, but the chain has {ChainMDP().obs_dim} cells")
+
+
+def _load_run(run: Path):
+    """The agent trained into `run` (its fine-tuned weights after an online phase) and its run.json, every problem a
+    typer error against --run."""
+    from flowlab.core.train import load_checkpoint
+    from flowlab.rl_control.value_flows.agents import AgentConfig, make_agent
+
+    record = run / "run.json"
+    if not record.is_file():
+        raise typer.BadParameter(f"{record} not found (train with `flowlab rl train --out {run}` first)",
+                                 param_hint="--run")  # fmt: skip
+    try:
+        meta = json.loads(record.read_text())
+        agent = make_agent(AgentConfig.from_mapping(meta["agent"]), **meta["spaces"])
+        _check_spaces(meta["env"], agent.obs_dim, agent.act_dim)
+    except (ValueError, KeyError, TypeError) as err:
+        raise typer.BadParameter(f"{record} is not a run of `flowlab rl train` ({type(err).__name__}: {err})",
+                                 param_hint="--run") from None  # fmt: skip
+    try:
+        load_checkpoint(run / "online" if meta.get("online") else run, model=agent, device="cpu", restore_rng=False)
+    except (ValueError, FileNotFoundError) as err:
+        raise typer.BadParameter(str(err).removeprefix("path: "), param_hint="--run") from None
+    except RuntimeError as err:  # weights of other shapes than the agent's
+        raise typer.BadParameter(f"the weights under {run} do not fit the agent {record} describes "
+                                 f"({str(err).splitlines()[0]})", param_hint="--run") from None  # fmt: skip
+    return agent, meta
 
 
 @app.command("collect")
 def collect_cmd(
     env: str = typer.Option("pendulum", help="chain, pendulum, reacher or any gymnasium id with a Box action space"),
     quality: str = typer.Option("medium", help=f"behaviour quality: {', '.join(QUALITIES)} (chain: its own policy)"),
-    transitions: int = typer.Option(100_000, help="number of transitions"),
-    seed: int = typer.Option(0),
+    transitions: int = typer.Option(100_000, min=1, help="number of transitions"),
+    seed: int = typer.Option(0, min=0),
     out: Path = typer.Option(Path("data.npz"), help="output .npz file"),
 ) -> None:
     """Collect an offline dataset with a scripted/noisy behaviour policy."""
+    import torch
+
+    from flowlab.rl_control.envs.control import collect
+    from flowlab.rl_control.value_flows.chain import ChainMDP
+
+    if quality not in QUALITIES:
+        raise typer.BadParameter(f"expected one of {', '.join(QUALITIES)}, got {quality!r}", param_hint="--quality")
     try:
         if env == "chain":
             data = ChainMDP().collect(transitions, generator=torch.Generator().manual_seed(seed))
         else:
             data = collect(_ENVS.get(env, env), quality, transitions, seed=seed)
     except ValueError as err:
-        _fail(str(err))
+        raise option_error(err) from None
     path = data.save(out)
     typer.echo(f"wrote {len(data)} transitions to {path} (mean reward {data.rewards.mean():.4g})")
 
@@ -64,13 +94,13 @@ def train_cmd(
         help="chain (policy evaluation with the dataset's next actions), pendulum, reacher or a gymnasium id",
     ),
     method: str = typer.Option("value_flows", help=f"one of {', '.join(METHODS)}"),
-    steps: int = typer.Option(10_000),
-    batch_size: int = typer.Option(256),
+    steps: int = typer.Option(10_000, min=1),
+    batch_size: int = typer.Option(256, min=1),
     gamma: float = typer.Option(0.99),
     policy_extraction: str = typer.Option("rejection", help="rejection (argmax_Q over BC samples) or onestep (FQL)"),
-    online_steps: int = typer.Option(0, help="offline-to-online: further steps, one environment step each"),
-    n_envs: int = typer.Option(1, help="environment copies acting in parallel during the online phase"),
-    seed: int = typer.Option(0),
+    online_steps: int = typer.Option(0, min=0, help="offline-to-online: further steps, one environment step each"),
+    n_envs: int = typer.Option(1, min=1, help="environment copies acting in parallel during the online phase"),
+    seed: int = typer.Option(0, min=0),
     device: str = typer.Option("cpu"),
     out: Path = typer.Option(Path("runs/value_flows"), help="checkpoint folder"),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace a different run already in --out"),
@@ -80,58 +110,54 @@ def train_cmd(
     the environment state is not saved). A rerun with the same dataset, environment, agent, seed and online phase
     resumes; a different run in --out is refused unless --overwrite (run.json, written before training, holds the
     run and is what `evaluate` reads)."""
+    import torch
+
+    from flowlab.rl_control.value_flows.agents import AgentConfig, agent_spaces, make_agent, train_agent
+    from flowlab.rl_control.value_flows.chain import ChainMDP
+    from flowlab.rl_control.value_flows.online import OnlineReplay
+
+    chain = env == "chain"
+    if chain and online_steps:
+        raise typer.BadParameter("the chain runs policy evaluation on its dataset; no online phase",
+                                 param_hint="--online-steps")  # fmt: skip
+    dev = device_option(device)
     try:
-        data = load_dataset(dataset)
-        data.check_agents(None)
-        chain = env == "chain"
-        if chain and data.obs_dim != ChainMDP().obs_dim:
-            raise ValueError(f"dataset: {data.obs_dim}-D observations, but the chain has {ChainMDP().obs_dim} cells")
-        if not chain:
-            check_dataset_spaces(data.obs_dim, data.act_dim, _ENVS.get(env, env))
-        scale = 1.0 if chain else data.reward_scale()
-        r = data.rewards / scale
-        gamma = ChainMDP().gamma if chain else gamma
         config = AgentConfig(
             method=method,
-            gamma=gamma,
-            next_action="dataset" if chain else "policy",
+            gamma=ChainMDP().gamma if chain else gamma,
             policy_extraction=policy_extraction,
+            next_action="dataset" if chain else "policy",
         )
-        reward_range = (float(r.min()), float(r.max()))
-        agent = make_agent(config, obs_dim=data.obs_dim, act_dim=data.act_dim, reward_range=reward_range, seed=seed)
-        meta = {
-            "env": env,
-            "agent": config.to_dict(),
-            "spaces": agent_spaces(agent),
-            "reward_scale": scale,
-            "online": bool(online_steps),
-            "seed": seed,
-            "dataset_sha256": hashlib.sha256(dataset.read_bytes()).hexdigest(),
-        }
-        claim_run(out, meta, overwrite=overwrite)
-        res = train_agent(
-            agent,
-            data,
-            steps=steps,
-            batch_size=batch_size,
-            reward_scale=scale,
-            generator=torch.Generator().manual_seed(seed),
-            device=device,
-            ckpt_dir=out,
-            progress=True,
-        )
-        if online_steps:
-            if chain:
-                raise ValueError("online_steps: the chain runs policy evaluation on its dataset; no online phase")
-            replay = OnlineReplay(data, agent, _ENVS.get(env, env), steps=online_steps, seed=seed + 1, n_envs=n_envs)
-            gen = torch.Generator().manual_seed(seed + 2)
-            common = {"batch_size": batch_size, "reward_scale": scale, "device": device, "progress": True}
-            res = train_agent(agent, replay, steps=online_steps, generator=gen, ckpt_dir=out / "online", **common)
-            replay.close()
-            rets = replay.episode_returns
-            typer.echo(f"online: {len(rets)} episodes" + (f", mean return {sum(rets) / len(rets):.1f}" if rets else ""))
-    except (ValueError, FileNotFoundError) as err:
-        _fail(str(err))
+    except ValueError as err:
+        raise option_error(err) from None
+    data = read_dataset(dataset, multi_agent=False)
+    try:
+        _check_spaces(env, data.obs_dim, data.act_dim)
+    except ValueError as err:
+        raise option_error(err) from None
+    scale = 1.0 if chain else data.reward_scale()
+    r = data.rewards / scale
+    reward_range = (float(r.min()), float(r.max()))
+    agent = make_agent(config, obs_dim=data.obs_dim, act_dim=data.act_dim, reward_range=reward_range, seed=seed)
+    meta = {
+        "env": env,
+        "agent": config.to_dict(),
+        "spaces": agent_spaces(agent),
+        "reward_scale": scale,
+        "online": bool(online_steps),
+        "seed": seed,
+        "dataset_sha256": hashlib.sha256(dataset.read_bytes()).hexdigest(),
+    }
+    claim_run_option(out, meta, overwrite=overwrite)
+    common = {"batch_size": batch_size, "reward_scale": scale, "device": dev, "progress": True}
+    res = train_agent(agent, data, steps=steps, generator=torch.Generator().manual_seed(seed), ckpt_dir=out, **common)
+    if online_steps:
+        replay = OnlineReplay(data, agent, _ENVS.get(env, env), steps=online_steps, seed=seed + 1, n_envs=n_envs)
+        gen = torch.Generator().manual_seed(seed + 2)
+        res = train_agent(agent, replay, steps=online_steps, generator=gen, ckpt_dir=out / "online", **common)
+        replay.close()
+        rets = replay.episode_returns
+        typer.echo(f"online: {len(rets)} episodes" + (f", mean return {sum(rets) / len(rets):.1f}" if rets else ""))
     typer.echo(f"trained {method} for {res.steps} steps; checkpoint {res.checkpoint}")
 
 
@@ -139,21 +165,17 @@ def train_cmd(
 def evaluate_cmd(
     run: Path = typer.Option(..., help="a folder written by `flowlab rl train`"),
     episodes: int = typer.Option(20, min=1),
-    seed: int = typer.Option(0),
+    seed: int = typer.Option(0, min=0),
 ) -> None:
     """Chain runs: W1 to Monte-Carlo returns and the spread-std Spearman; control runs: normalised return."""
-    from flowlab.core.train import load_checkpoint
+    import torch
 
-    meta_path = run / "run.json"
-    if not meta_path.is_file():
-        _fail(f"run: {meta_path} not found (train with `flowlab rl train --out {run}` first)")
-    meta = json.loads(meta_path.read_text())
-    agent = make_agent(AgentConfig.from_mapping(meta["agent"]), **meta["spaces"])
-    online = meta.get("online", False)  # an offline-to-online run: evaluate the fine-tuned weights
-    try:
-        load_checkpoint(run / "online" if online else run, model=agent, device="cpu", restore_rng=False)
-    except (ValueError, FileNotFoundError) as err:
-        _fail(str(err))
+    from flowlab.core.metrics import spearman
+    from flowlab.rl_control.envs.control import evaluate_policy, scripted_controller
+    from flowlab.rl_control.value_flows.chain import ChainMDP
+    from flowlab.rl_control.value_flows.evaluate import distribution_scores
+
+    agent, meta = _load_run(run)
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         if meta["env"] == "chain":

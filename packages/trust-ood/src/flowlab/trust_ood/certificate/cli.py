@@ -6,54 +6,64 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-import torch
 import typer
 
-from flowlab.trust_ood.certificate.evaluate import (
-    METHODS,
-    REGRESSORS,
-    StudyConfig,
-    evaluate_study,
-    load_study,
-    measure_latency,
-    save_study,
-    to_tensors,
-    train_study,
-)
-from flowlab.trust_ood.certificate.pde1d import FAMILIES, PDES, generate
-from flowlab.trust_ood.certificate.score import VARIANTS, DensityModels, calibrate_threshold, certificate
+from flowlab.core.cli import claim_run_option, device_option
+from flowlab.trust_ood.certificate.names import FAMILIES, METHODS, PDES, REGRESSORS, VARIANTS
 
 app = typer.Typer(help="Joint-likelihood certificates of trust for PDE regression (JLBC).", no_args_is_help=True)
 
 
-def _fail(message: str) -> None:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2)
+#: the variants `certify` scores with the trained models (the joint and the input-only one)
+CERTIFIED = (*VARIANTS[:2], VARIANTS[3])
+
+
+def _choice(value: str, choices: tuple[str, ...], option: str) -> None:
+    if value not in choices:
+        raise typer.BadParameter(f"expected one of {', '.join(choices)}, got {value!r}", param_hint=option)
+
+
+def _load(run: Path, device):
+    """The study trained into `run`, every problem a typer error against --run."""
+    from flowlab.trust_ood.certificate.evaluate import load_study
+
+    try:
+        return load_study(run, device=device)
+    except (FileNotFoundError, ValueError) as err:
+        raise typer.BadParameter(str(err).removeprefix("run: "), param_hint="--run") from None
 
 
 @app.command()
 def train(
     pde: str = typer.Option("heat", help=f"one of {PDES}"),
     out: Path = typer.Option(..., help="folder for the trained models"),
-    n: int = typer.Option(32, help="grid size"),
+    n: int = typer.Option(32, help="grid size (even, at least 32)"),
     pairs: int = typer.Option(2000, min=1, help="training pairs"),
-    regressor_steps: int = typer.Option(600),
-    score_steps: int = typer.Option(1200),
+    regressor_steps: int = typer.Option(600, min=1),
+    score_steps: int = typer.Option(1200, min=1),
     regressor: str = typer.Option("fno", help=f"Psi's backbone, one of {REGRESSORS}"),
-    ode_steps: int = typer.Option(12, help="rk4 steps of the likelihood ODE (log-sigma grid) when certifying"),
-    seed: int = typer.Option(0),
+    ode_steps: int = typer.Option(12, min=1, help="rk4 steps of the likelihood ODE (log-sigma grid) when certifying"),
+    seed: int = typer.Option(0, min=0),
     device: str = typer.Option("cpu"),
+    overwrite: bool = typer.Option(False, "--overwrite", help="replace a different study already in --out"),
 ) -> None:
-    """Train the regressor Psi (FNO or CNN) with its ensemble, and the joint and input-only score models."""
-    if pde not in PDES:
-        _fail(f"--pde: expected one of {PDES}, got {pde!r}")
+    """Train the regressor Psi (FNO or CNN) with its ensemble, and the joint and input-only score models. A different
+    study in --out is refused unless --overwrite (run.json records the study)."""
+    import torch
+
+    from flowlab.trust_ood.certificate.evaluate import StudyConfig, save_study, train_study
+
+    _choice(pde, PDES, "--pde")
+    _choice(regressor, REGRESSORS, "--regressor")
+    dev = device_option(device)
+    cfg = StudyConfig(pde=pde, n=n, train_pairs=pairs, regressor_steps=regressor_steps, score_steps=score_steps,
+                      regressor=regressor, ode_steps=ode_steps, seed=seed, sigma=25.0)  # fmt: skip
     try:
-        cfg = StudyConfig(pde=pde, n=n, train_pairs=pairs, regressor_steps=regressor_steps, score_steps=score_steps,
-                          regressor=regressor, ode_steps=ode_steps, seed=seed, sigma=25.0)  # fmt: skip
         cfg.pde_config()
     except ValueError as err:
-        _fail(str(err))
-    models = train_study(cfg, device=device, generator=torch.Generator().manual_seed(seed), progress=True)
+        raise typer.BadParameter(str(err), param_hint="--n") from None
+    claim_run_option(out, {"command": "trust train", "study": cfg.to_dict()}, overwrite=overwrite)
+    models = train_study(cfg, device=dev, generator=torch.Generator().manual_seed(seed), progress=True)
     save_study(models, out)
     typer.echo(f"saved to {out} ({', '.join(f'{k}={v:.1f}' for k, v in models.timings.items())})")
 
@@ -63,19 +73,21 @@ def certify(
     run: Path = typer.Option(..., help="folder written by `flowlab trust train`"),
     family: str = typer.Option("param_shift", help=f"one of {FAMILIES}"),
     count: int = typer.Option(8, min=1, help="samples to certify"),
-    variant: str = typer.Option("x&y", help=f"one of {VARIANTS[:2] + VARIANTS[3:4]}"),
-    seed: int = typer.Option(1),
+    variant: str = typer.Option("x&y", help=f"one of {CERTIFIED}"),
+    seed: int = typer.Option(1, min=0),
     device: str = typer.Option("cpu"),
 ) -> None:
     """Certify `count` fresh samples of a family: score (bits/dim), threshold from 32 ID samples, OOD flag."""
-    if family not in FAMILIES:
-        _fail(f"--family: expected one of {FAMILIES}, got {family!r}")
-    if variant not in ("x&y", "x", "y|x"):
-        _fail(f"--variant: expected one of x&y, x, y|x (the trained models), got {variant!r}")
-    try:
-        models = load_study(run, device=device)
-    except (FileNotFoundError, ValueError) as err:
-        _fail(str(err))
+    import torch
+
+    from flowlab.trust_ood.certificate.evaluate import to_tensors
+    from flowlab.trust_ood.certificate.pde1d import generate
+    from flowlab.trust_ood.certificate.score import DensityModels, calibrate_threshold, certificate
+
+    _choice(family, FAMILIES, "--family")
+    _choice(variant, CERTIFIED, "--variant")
+    device = device_option(device)
+    models = _load(run, device)
     cfg = models.config
     dens = DensityModels(joint=models.joint, input=models.input)
     opts = dict(cfg.ode_options(), variant=variant)
@@ -93,19 +105,21 @@ def certify(
 def evaluate(
     run: Path = typer.Option(..., help="folder written by `flowlab trust train`"),
     out: Path | None = typer.Option(None, help="write the tables as JSON here"),
-    per_family: int | None = typer.Option(None, help="test samples per family (default: the study's)"),
-    latency_batch: int = typer.Option(256, help="batch size of the latency measurement"),
-    seed: int = typer.Option(1),
+    per_family: int | None = typer.Option(None, min=2, help="test samples per family (default: the study's)"),
+    latency_batch: int = typer.Option(256, min=1, help="batch size of the latency measurement"),
+    seed: int = typer.Option(1, min=0),
     device: str = typer.Option("cpu"),
 ) -> None:
     """Score every OOD family with the certificate and the baselines; print AUROC/ACC/FPR/Spearman tables."""
-    try:
-        models = load_study(run, device=device)
-    except (FileNotFoundError, ValueError) as err:
-        _fail(str(err))
+    import torch
+
+    from flowlab.trust_ood.certificate.evaluate import evaluate_study, measure_latency
+
+    if out is not None and out.is_dir():
+        raise typer.BadParameter(f"{out} is a folder; expected the path of a JSON file", param_hint="--out")
+    device = device_option(device)
+    models = _load(run, device)
     if per_family is not None:
-        if per_family < 2:
-            _fail(f"--per-family: expected at least 2 samples, got {per_family}")
         models.config = replace(models.config, test_per_family=per_family)
     g = torch.Generator().manual_seed(seed)
     result = evaluate_study(models, device=device, generator=g)
@@ -119,4 +133,5 @@ def evaluate(
     typer.echo(f"\nID relative L1 error of Psi: {result.id_error:.4f}")
     typer.echo(", ".join(f"{k}={v:.3f}" for k, v in latency.items()))
     if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"tables": result.tables, "latency": latency, "id_error": result.id_error}, indent=2))

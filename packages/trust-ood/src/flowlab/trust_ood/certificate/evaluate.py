@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Literal, get_args
 
 import numpy as np
 import torch
@@ -20,7 +19,8 @@ from flowlab.core.train import load_weights
 from flowlab.trust_ood.certificate.baselines import ensemble_score, mc_dropout_score, score_norm_statistic
 from flowlab.trust_ood.certificate.joint_model import JointScoreModel, train_score_model
 from flowlab.trust_ood.certificate.metrics import acc_fpr_at_threshold, auroc, relative_l1
-from flowlab.trust_ood.certificate.pde1d import FAMILIES, PDE, PDEConfig, PDEData, generate
+from flowlab.trust_ood.certificate.names import FAMILIES, METHODS, PDE, Regressor
+from flowlab.trust_ood.certificate.pde1d import PDEConfig, PDEData, generate
 from flowlab.trust_ood.certificate.regressors import CNN1d, FNO1d, train_regressor
 from flowlab.trust_ood.certificate.score import DensityModels, ErrorModel, Spacing, calibrate_threshold, certificate
 
@@ -39,11 +39,6 @@ __all__ = [
 ]
 
 OOD_FAMILIES = tuple(f for f in FAMILIES if f != "id")
-#: the regressor backbones a study can train as Psi (and its ensemble)
-Regressor = Literal["fno", "cnn"]
-REGRESSORS: tuple[str, ...] = get_args(Regressor)
-#: the scores compared in every table: ours first, then the baselines
-METHODS = ("joint", "input_only", "conditional", "mc_dropout", "ensemble", "score_norm")
 
 
 @dataclass(frozen=True)
@@ -265,21 +260,36 @@ def save_study(models: StudyModels, directory) -> None:
 
 
 def load_study(directory, *, device="cpu") -> StudyModels:
-    """Read back what `save_study` wrote (`load_weights`: tensors only; a corrupt file is a ValueError)."""
+    """Read back what `save_study` wrote (`load_weights`: tensors only); a missing, corrupt or foreign file, or weights
+    that do not fit the study config.json describes, is one error naming the file."""
     import json
     from pathlib import Path
 
     src = Path(directory)
-    if not (src / "config.json").is_file():
+    record = src / "config.json"
+    if not record.is_file():
         raise FileNotFoundError(f"run: no trained study in {src} (config.json missing); run `flowlab trust train`")
-    meta = json.loads((src / "config.json").read_text())
-    cfg = StudyConfig.from_mapping(meta["study"])
+    try:
+        meta = json.loads(record.read_text())
+        cfg = StudyConfig.from_mapping(meta["study"])
+        cfg.pde_config()
+        param_scale, timings = float(meta["param_scale"]), dict(meta["timings"])
+        if not (math.isfinite(param_scale) and param_scale > 0):
+            raise ValueError(f"param_scale: expected a positive finite scale, got {param_scale}")
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(
+            f"run: {record} is not a study of `flowlab trust train` ({type(err).__name__}: {err})"
+        ) from None
 
     def load(module: nn.Module, name: str) -> nn.Module:
-        module.load_state_dict(load_weights(src / name, map_location=device, name="run"))
+        try:
+            module.load_state_dict(load_weights(src / name, map_location=device, name="run"))
+        except RuntimeError as err:  # tensors of other names or shapes than the model's
+            first = str(err).strip().splitlines()[0]
+            raise ValueError(f"run: {src / name} does not fit the study {record} describes ({first})") from None
         return module.to(device).eval()
 
     members = [load(cfg.make_regressor(), f"regressor_{i}.pt") for i in range(cfg.ensemble_size)]
     joint = load(JointScoreModel(2, cfg.n, sigma=cfg.sigma, net_channels=cfg.score_channels, time_dim=32), "joint.pt")
     inp = load(JointScoreModel(1, cfg.n, sigma=cfg.sigma, net_channels=cfg.score_channels, time_dim=32), "input.pt")
-    return StudyModels(cfg, members[0], members, joint, inp, float(meta["param_scale"]), dict(meta["timings"]))
+    return StudyModels(cfg, members[0], members, joint, inp, param_scale, timings)

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, get_args
 
 import numpy as np
+
+from flowlab.trust_ood.certificate.names import FAMILIES, PDES
 
 __all__ = [
     "FAMILIES",
@@ -30,10 +31,6 @@ __all__ = [
     "heat_solve",
     "initial_conditions",
 ]
-
-FAMILIES = ("id", "high_freq", "bumps", "param_shift")
-PDE = Literal["heat", "burgers"]
-PDES: tuple[str, ...] = get_args(PDE)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from flowlab.core.distributions import StandardNormal
 from flowlab.core.likelihood import log_likelihood
 from flowlab.core.schedules import Schedule
 from flowlab.trust_ood.certificate.joint_model import EPS, JointScoreModel
+from flowlab.trust_ood.certificate.names import VARIANTS
 
 __all__ = [
     "SPACINGS",
@@ -37,7 +38,6 @@ __all__ = [
     "score_velocity",
 ]
 
-VARIANTS = ("x&y", "x", "y", "y|x", "x|y")
 Spacing = Literal["log_sigma", "tau"]
 SPACINGS: tuple[str, ...] = get_args(Spacing)
 
