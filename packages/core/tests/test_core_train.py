@@ -645,6 +645,9 @@ def test_claim_run_resumes_the_same_run_and_refuses_another(tmp_path):
     with pytest.raises(ValueError, match=r"^out: .* holds another run: data"):
         claim_run(run, other)
     assert (run / "ckpt").is_dir()  # refused: nothing touched
+    wider = {**spec, "config": {"lr": 1e-3, "hidden": [16, 16]}}
+    with pytest.raises(ValueError, match=r"holds another run: config\.hidden \(\[8, 8\] there, \[16, 16\] now\);"):
+        claim_run(run, wider)  # a nested setting is named by its path, alone
     claim_run(run, other, overwrite=True)
     assert not (run / "ckpt").exists() and json.loads((run / RUN_FILE).read_text())["data"] == other["data"]
     stray = tmp_path / "stray"

@@ -40,9 +40,20 @@ def _normal(spec: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError(f"spec: expected JSON-ready values ({err})") from err
 
 
+def _changed(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any, Any]]:
+    """(dotted key, old, new) of every leaf that differs, nested mappings followed down."""
+    found = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            found += _changed(a, b, f"{prefix}{key}.")
+        elif a != b:
+            found.append((f"{prefix}{key}", a, b))
+    return found
+
+
 def _differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
-    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-    return ", ".join(f"{k} ({old.get(k)!r} there, {new.get(k)!r} now)" for k in keys[:4])
+    return ", ".join(f"{k} ({a!r} there, {b!r} now)" for k, a, b in _changed(old, new)[:4])
 
 
 def claim_run(
