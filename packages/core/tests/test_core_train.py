@@ -360,6 +360,18 @@ def test_checkpoint_round_trip_restores_every_state(tmp_path):
         load_checkpoint(bare, model=model2, optimizer=opt2)
     with pytest.raises(ValueError, match="model_kwargs"):
         save_checkpoint(bare, model=model, step=1, samples_seen=5, model_kwargs={"act": nn.ReLU()})
+    wider = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1)).to(F64)
+    with pytest.raises(ValueError, match=r"^path: the model state in .*weights.* does not fit this model \(Error"):
+        load_checkpoint(bare, model=wider)  # another network: one line naming the file, not load_state_dict's
+    next(bare.rglob("config.json")).write_text("{not json")
+    with pytest.raises(ValueError, match=r"^path: .*config\.json is corrupt, not JSON"):
+        load_checkpoint(bare, model=model2)
+    diverged = tmp_path / "diverged"
+    with torch.no_grad():
+        model[0].weight[0, 0] = float("nan")
+    save_checkpoint(diverged, model=model, step=1, samples_seen=5)
+    with pytest.raises(ValueError, match=r"non-finite weights \(0\.weight\)"):
+        load_checkpoint(diverged, model=model2)
 
 
 def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):

@@ -227,6 +227,15 @@ def load_weights(path: str | os.PathLike[str], *, map_location: Any = None, name
         ) from None
 
 
+def _restore(obj: Any, state: Any, folder: Path, key: str) -> None:
+    """`obj.load_state_dict(state)`, a state of another shape or network as one ValueError naming the checkpoint."""
+    try:
+        obj.load_state_dict(state)
+    except (RuntimeError, KeyError, ValueError, TypeError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"path: the {key} state in {folder / WEIGHTS} does not fit this {key} ({first})") from None
+
+
 def load_checkpoint(
     path: str | os.PathLike[str],
     *,
@@ -251,15 +260,21 @@ def load_checkpoint(
     if not isinstance(state, Mapping) or state.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"path: {folder / WEIGHTS} is not a FlowLab checkpoint of format {FORMAT_VERSION}")
     config_path = folder / CONFIG
-    config = json.loads(config_path.read_text()) if config_path.is_file() else {}
+    try:
+        config = json.loads(config_path.read_text()) if config_path.is_file() else {}
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ValueError(f"path: {config_path} is corrupt, not JSON") from None
+    bad = [k for k, v in state["model"].items() if torch.is_floating_point(v) and not torch.isfinite(v).all()]
+    if bad:
+        raise ValueError(f"path: {folder / WEIGHTS} holds non-finite weights ({', '.join(bad[:3])}): a diverged run")
 
-    plain.load_state_dict(state["model"])
+    _restore(plain, state["model"], folder, "model")
     for key, obj in (("optimizer", optimizer), ("lr_schedule", lr_schedule), ("ema", ema)):
         if obj is None:
             continue
         if key not in state:
             raise ValueError(f"{key}: the checkpoint {folder} holds no {key} state to restore")
-        obj.load_state_dict(state[key])
+        _restore(obj, state[key], folder, key)
     if ema is not None:
         ema.to(device)
 
