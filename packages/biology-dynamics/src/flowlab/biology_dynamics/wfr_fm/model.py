@@ -29,7 +29,6 @@ from flowlab.biology_dynamics.wfr_fm.sample import ParticleTrajectory, simulate_
 from flowlab.core.config import Config
 from flowlab.core.nets import TimeMLP, seeded_init
 from flowlab.core.train import load_checkpoint, save_checkpoint
-from flowlab.core.train.checkpoint import WEIGHTS
 
 __all__ = [
     "GrowthFields",
@@ -320,12 +319,7 @@ class TimeCourseModel(ABC):
             train_seconds=float(meta.get("train_seconds", math.nan)),
         )
         model.fields = model._build(model.state.dim).to(device)
-        try:
-            load_checkpoint(folder, model=model.fields, device=device, restore_rng=False)
-        except RuntimeError as err:  # load_state_dict: the weights of another network
-            first = str(err).strip().splitlines()[0]
-            raise ValueError(f"path: {folder / WEIGHTS} does not hold the weights of its {meta['method']} model "
-                             f"({first})") from None  # fmt: skip
+        load_checkpoint(folder, model=model.fields, device=device, restore_rng=False)  # another net's: ValueError
         model.fields.eval()
         return model
 

@@ -86,9 +86,16 @@ class DNARun(Config):
             raise ValueError(f"lr: expected a finite learning rate > 0, got {self.lr}")
 
 
-def training_loss(run: DNARun) -> Any:
-    """The run's `loss_fn` for `core.train.fit` (a unified run: `UnifiedLoss` over the three domains)."""
-    return UnifiedLoss(run.letters) if run.domain == "unified" else method_of(run).loss_fn
+def training_loss(run: DNARun, generator: torch.Generator | None = None) -> Any:
+    """The run's `loss_fn` for `core.train.fit` (a unified run: `UnifiedLoss` over the three domains). With
+    `generator`, a DDSM-lite run draws its bank from it now instead of at its first loss call, so that a resumed run
+    (whose generator the checkpoint then restores) trains on the bank of the uninterrupted one."""
+    if run.domain == "unified":
+        return UnifiedLoss(run.letters)
+    method = method_of(run)
+    if generator is not None and isinstance(method, DDSMLite):
+        method.build(generator=generator)
+    return method.loss_fn
 
 
 def method_of(run: DNARun, sample_domain: str | None = None) -> Any:
@@ -179,9 +186,10 @@ def train_run(run: DNARun, out: str | Path, *, device="cpu", progress: bool = Tr
     out.mkdir(parents=True, exist_ok=True)
     settings.write_text(json.dumps(run.to_dict(), indent=1))
     data = lambda step, gen: training_batch(run, run.batch, gen, device)  # noqa: E731
-    fit(net, training_loss(run), data, steps=run.steps, optimizer=torch.optim.Adam(net.parameters(), run.lr),
-        device=device, generator=torch.Generator(device).manual_seed(run.seed), ckpt_dir=out, ckpt_every=ckpt_every,
-        progress=progress, config=run.to_dict())  # fmt: skip
+    generator = torch.Generator(device).manual_seed(run.seed)
+    fit(net, training_loss(run, generator), data, steps=run.steps, optimizer=torch.optim.Adam(net.parameters(), run.lr),
+        device=device, generator=generator, ckpt_dir=out, ckpt_every=ckpt_every, progress=progress,
+        config=run.to_dict())  # fmt: skip
     return out
 
 
@@ -196,12 +204,8 @@ def load_run(folder: str | Path, *, device="cpu") -> tuple[DNARun, torch.nn.Modu
         load_checkpoint(folder, model=net, device=device, restore_rng=False)
     except FileNotFoundError as err:
         raise ValueError(f"folder: {folder} holds no checkpoint yet (train it first): {err}") from err
-    except json.JSONDecodeError as err:
-        raise ValueError(f"folder: {folder} holds a checkpoint with a corrupt config.json ({err})") from None
-    except RuntimeError as err:  # load_state_dict: the weights of another network
-        first = str(err).strip().splitlines()[0]
-        raise ValueError(f"folder: the checkpoint in {folder} does not fit the network its {SETTINGS} describes "
-                         f"({first})") from None  # fmt: skip
+    except ValueError as err:  # a corrupt checkpoint, or the weights of another network
+        raise ValueError(f"folder: {str(err).removeprefix('path: ')} (the network its {SETTINGS} describes)") from None
     return run, net.eval()
 
 

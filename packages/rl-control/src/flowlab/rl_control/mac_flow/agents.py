@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from flowlab.core.train import fit
+from flowlab.core.train import fit, latest_checkpoint
 from flowlab.core.train.loop import FitResult
 from flowlab.rl_control.data import OfflineDataset
 
@@ -103,7 +103,8 @@ def train_marl(
     `dataset` (rewards divided by `reward_scale`), through `flowlab.core.train.fit` (gradient clipping at 10,
     progress, DDP under torchrun). With `ckpt_dir`, stage s checkpoints into `ckpt_dir/<s>` every `ckpt_every` steps
     and at its end, and a rerun resumes where it stopped, as the uninterrupted run would have gone on (a finished
-    stage is loaded and skipped). Returns each stage's `FitResult`."""
+    stage is loaded and skipped; `steps` may grow only while no later stage has begun). Returns each stage's
+    `FitResult`."""
     if not isinstance(agent, MARLAgent):
         raise ValueError(f"agent: expected a MARLAgent, got {type(agent).__name__}")
     if not isinstance(dataset, OfflineDataset):
@@ -114,10 +115,13 @@ def train_marl(
             f"dataset: dims (obs {dataset.obs_dim}, act {dataset.act_dim}) do not match the agent's "
             f"(obs {agent.obs_dim}, act {agent.act_dim})"
         )
+    stages = agent.stages()
+    if ckpt_dir is not None:
+        _check_rerun(stages, ckpt_dir, steps)
     agent.to(device)
     data = dataset.sampler(batch_size, device=device, reward_scale=reward_scale)
     results = {}
-    for stage in agent.stages():
+    for stage in stages:
         params = [p for p in stage.module.parameters() if p.requires_grad]
         hooks = () if stage.after_step is None else (lambda info, f=stage.after_step: f(),)
         results[stage.name] = fit(
@@ -136,3 +140,21 @@ def train_marl(
             progress=progress,
         )
     return results
+
+
+def _check_rerun(stages: Sequence[Stage], ckpt_dir: str | os.PathLike[str], steps: int) -> None:
+    """Refuse (ValueError naming `steps`) a rerun into `ckpt_dir` that could not go on as the uninterrupted run of
+    `steps` steps per stage would have: a stage trained past `steps`, or one with steps left after a later stage has
+    begun (that stage trained on this one's weights of then, which more steps here would not change)."""
+    reached = []
+    for stage in stages:
+        last = latest_checkpoint(Path(ckpt_dir) / stage.name)
+        reached.append(0 if last is None else int(last.name.removeprefix("step-")))
+    if max(reached, default=0) > steps:
+        raise ValueError(f"steps: {ckpt_dir} is trained to step {max(reached)} already; expected steps >= "
+                         f"{max(reached)}")  # fmt: skip
+    for i, done in enumerate(reached):
+        later = [s.name for s, n in zip(stages[i + 1 :], reached[i + 1 :], strict=True) if n]
+        if done < steps and later:
+            raise ValueError(f"steps: in {ckpt_dir} the {later[0]!r} stage has begun on the {stages[i].name!r} "
+                             f"stage's {done} steps; rerun with steps={done} or train into another folder")  # fmt: skip

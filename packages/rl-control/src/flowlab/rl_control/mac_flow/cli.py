@@ -105,7 +105,8 @@ def train_cmd(
     overwrite: bool = typer.Option(False, "--overwrite", help="replace a different run already in --out"),
 ) -> None:
     """Train MAC-Flow or a baseline offline; checkpoints per stage under --out, with run.json. A rerun with the same
-    dataset, environment, settings and seed resumes; a different run in --out is refused unless --overwrite."""
+    dataset, environment, settings and seed resumes (--steps may grow while no later stage has begun); a different
+    run in --out is refused unless --overwrite."""
     import torch
 
     from flowlab.rl_control.mac_flow.agents import train_marl
@@ -124,12 +125,18 @@ def train_cmd(
     _check_spaces(env, dataset, data)
     agent = make_learner(config, obs_dim=data.obs_dim, act_dim=data.act_dim, n_agents=data.n_agents, seed=seed)
     record = run_record(agent, config, env=env, reward_scale=data.reward_scale())
-    spec = {**record, "seed": seed, "dataset_sha256": hashlib.sha256(dataset.read_bytes()).hexdigest()}
+    spec = {**record, "batch_size": batch_size, "seed": seed,
+            "dataset_sha256": hashlib.sha256(dataset.read_bytes()).hexdigest()}  # fmt: skip
     claim_run_option(out, spec, overwrite=overwrite)
     gen = torch.Generator().manual_seed(seed)
-    results = train_marl(agent, data, steps=steps, batch_size=batch_size, reward_scale=record["reward_scale"],
-                         generator=gen, device=dev, ckpt_dir=out, progress=True)  # fmt: skip
-    losses = ", ".join(f"{k} loss {r.logs.get('loss', float('nan')):.4g}" for k, r in results.items())
+    try:
+        results = train_marl(agent, data, steps=steps, batch_size=batch_size, reward_scale=record["reward_scale"],
+                             generator=gen, device=dev, ckpt_dir=out, progress=True)  # fmt: skip
+    except ValueError as err:  # steps: a rerun that could not continue this run
+        raise option_error(err) from None
+    losses = ", ".join(
+        f"{k} loss {r.logs['loss']:.4g}" if r.logs else f"{k} trained before" for k, r in results.items()
+    )
     typer.echo(f"trained {method} for {steps} steps per stage ({losses}); run folder {out}")
 
 

@@ -101,9 +101,6 @@ def load_learner(folder: str | os.PathLike[str], *, device: torch.device | str =
             )
         try:
             load_checkpoint(ckpt, model=stage.module, device=device, restore_rng=False)
-        except RuntimeError as err:  # load_state_dict: weights of other shapes than the learner's
-            first = str(err).splitlines()[0]
-            raise ValueError(
-                f"run: the weights under {ckpt} do not fit the learner {meta_path} describes ({first})"
-            ) from None
+        except ValueError as err:  # a corrupt checkpoint, or weights of other shapes than the learner's
+            raise ValueError(f"run: {str(err).removeprefix('path: ')} (the learner {meta_path} describes)") from None
     return agent.to(device), meta

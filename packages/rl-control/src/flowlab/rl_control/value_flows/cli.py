@@ -51,11 +51,9 @@ def _load_run(run: Path):
                                  param_hint="--run") from None  # fmt: skip
     try:
         load_checkpoint(run / "online" if meta.get("online") else run, model=agent, device="cpu", restore_rng=False)
-    except (ValueError, FileNotFoundError) as err:
-        raise typer.BadParameter(str(err).removeprefix("path: "), param_hint="--run") from None
-    except RuntimeError as err:  # weights of other shapes than the agent's
-        raise typer.BadParameter(f"the weights under {run} do not fit the agent {record} describes "
-                                 f"({str(err).splitlines()[0]})", param_hint="--run") from None  # fmt: skip
+    except (ValueError, FileNotFoundError) as err:  # also weights of other shapes than the agent's
+        raise typer.BadParameter(f"{str(err).removeprefix('path: ')} (the agent {record} describes)",
+                                 param_hint="--run") from None  # fmt: skip
     return agent, meta
 
 
@@ -107,9 +105,10 @@ def train_cmd(
 ) -> None:
     """Train an agent offline (then online with --online-steps); writes checkpoints (weights + config.json) under
     --out, and the fine-tuned weights under --out/online at the end of the online phase (it cannot resume mid-way:
-    the environment state is not saved). A rerun with the same dataset, environment, agent, seed and online phase
-    resumes; a different run in --out is refused unless --overwrite (run.json, written before training, holds the
-    run and is what `evaluate` reads)."""
+    the environment state is not saved; an interrupted one starts again). A rerun with the same dataset,
+    environment, agent, batch size, seed and online phase resumes (without an online phase --steps may grow); a
+    different run in --out is refused unless --overwrite (run.json, written before training, holds the run and is
+    what `evaluate` reads)."""
     import torch
 
     from flowlab.rl_control.value_flows.agents import AgentConfig, agent_spaces, make_agent, train_agent
@@ -145,9 +144,12 @@ def train_cmd(
         "spaces": agent_spaces(agent),
         "reward_scale": scale,
         "online": bool(online_steps),
+        "batch_size": batch_size,
         "seed": seed,
         "dataset_sha256": hashlib.sha256(dataset.read_bytes()).hexdigest(),
     }
+    if online_steps:  # the online phase fine-tunes the offline weights and starts again when interrupted: fixed lengths
+        meta.update(steps=steps, online_steps=online_steps, n_envs=n_envs)
     claim_run_option(out, meta, overwrite=overwrite)
     common = {"batch_size": batch_size, "reward_scale": scale, "device": dev, "progress": True}
     res = train_agent(agent, data, steps=steps, generator=torch.Generator().manual_seed(seed), ckpt_dir=out, **common)
