@@ -29,7 +29,7 @@ import torch
 
 from flowlab import datasets
 from flowlab.core.validation import check_choice, check_tensor
-from flowlab.crowd_sim.names import SCENES
+from flowlab.crowd_sim.names import FRAMES, SCENES
 
 __all__ = [
     "FRAMES",
@@ -44,8 +44,6 @@ __all__ = [
     "read_pedestrian_txt",
     "write_pedestrian_txt",
 ]
-
-FRAMES = ("published", "corrected")
 
 #: window names (file stems under crowds/<scene>/) per scene and split; spec §6
 SPLITS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -257,7 +255,7 @@ def load_scene(
     check_choice(frame, FRAMES, "frame")
     selected = _window_names(name, windows)
     layout = _LAYOUTS[name]
-    constants = _read_json(_data_file("scene_constants.json", root))
+    constants = _scene_constants(_data_file("scene_constants.json", root), name, layout)
     annotation_path = _data_file(f"{name}/{layout.annotation}", root)
     annotation = _read_json(annotation_path)
     homography = _pixel_homography(constants[name], layout, frame)
@@ -472,11 +470,23 @@ def _read_json(path: Path) -> dict:
     try:
         with path.open() as f:
             data = json.load(f)
-    except json.JSONDecodeError as err:
+    except ValueError as err:  # not JSON, or not text at all
         raise ValueError(f"{path}: not valid JSON ({err})") from err
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a JSON object at the top level, got {type(data).__name__}")
     return data
+
+
+def _scene_constants(path: Path, name: str, layout: _Layout) -> dict:
+    """scene_constants.json, checked to hold the time unit and the keys of scene `name` that loading reads."""
+    constants = _read_json(path)
+    keys = {"homography_M", "envsocial_diff_config", *(("image_size_px",) if layout.centred_y_up else ())}
+    entry = constants.get(name)
+    missing = [] if "time_unit_s" in constants else ["time_unit_s"]
+    missing += [f"{name}.{k}" for k in sorted(keys - set(entry))] if isinstance(entry, dict) else [name]
+    if missing:
+        raise ValueError(f"{path}: missing {', '.join(missing)} (the crowds data set's scene constants)")
+    return constants
 
 
 def _sidecar_destinations(meta: dict, ids: np.ndarray, sidecar: Path) -> np.ndarray:
@@ -622,7 +632,10 @@ def _read_image(path: Path) -> np.ndarray:
     """(H, W, 3) uint8 RGB image."""
     from matplotlib.image import imread
 
-    image = np.asarray(imread(path))
+    try:
+        image = np.asarray(imread(path))
+    except (OSError, SyntaxError, ValueError) as err:  # PIL's errors on a corrupt or foreign file
+        raise ValueError(f"{path}: not a readable image ({err})") from err
     if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
         raise ValueError(f"{path}: expected an 8-bit RGB image, got {image.dtype} {image.shape}")
     return image

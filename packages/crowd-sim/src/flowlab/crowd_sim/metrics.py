@@ -12,8 +12,8 @@ import math
 
 import torch
 
-from flowlab.core.metrics import mmd as core_mmd
 from flowlab.core.metrics import sinkhorn_distance_batched
+from flowlab.core.metrics.mmd import mmd as core_mmd
 from flowlab.core.validation import check_tensor
 from flowlab.crowd_sim.data import _check_mask, present_range
 

@@ -1,5 +1,7 @@
-"""Names of the shared crowd scenes, kept free of heavy imports so that the command line can offer them cheaply."""
+"""Names of the shared crowd scenes and their coordinate frames, kept free of heavy imports so that the command line
+can offer them cheaply."""
 
-__all__ = ["SCENES"]
+__all__ = ["FRAMES", "SCENES"]
 
 SCENES = ("ucy_students03", "gc")
+FRAMES = ("published", "corrected")

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from flowlab.core.cli import SEEDS
+
 if TYPE_CHECKING:
     import torch
 
@@ -69,23 +71,74 @@ def load_dataset(spec: str, *, seed: int, data_root: str | None = None) -> Datas
     raise ValueError(f"data: expected earth:NAME, torus:D, hyperbolic or angles:PATH, got {spec!r}")
 
 
-def _fail(err: Exception) -> None:
-    typer.echo(f"error: {err}", err=True)
-    raise typer.Exit(2)
+def _dataset_option(spec: str, *, seed: int, data_root: str | None) -> Dataset:
+    """`load_dataset` for `train`: a bad spec or data file reported against --data, an earth file against
+    --data-root."""
+    try:
+        return load_dataset(spec, seed=seed, data_root=data_root)
+    except (FileNotFoundError, ValueError) as err:
+        spec_error = str(err).startswith("data: ")
+        option = "--data-root" if spec.startswith("earth:") and not spec_error else "--data"
+        raise typer.BadParameter(str(err).removeprefix("data: "), param_hint=option) from err
+
+
+def _positive_ints(text: str, option: str) -> tuple[int, ...]:
+    """The comma-separated positive ints of an option (MLP widths, NFEs)."""
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise typer.BadParameter(f"expected comma-separated positive ints, got {text!r}", param_hint=option)
+    return values
+
+
+def _run_fail(problem: str) -> typer.BadParameter:
+    return typer.BadParameter(f"{problem} (train one with `flowlab manifold train`)", param_hint="--run")
+
+
+def _run_meta(path: Path) -> dict[str, Any]:
+    """A run's config.json with its keys checked: data (a spec), seed (an int), config (GFMConfig's fields) and
+    data_root (a folder or null)."""
+    try:
+        meta = json.loads(path.read_text())
+    except ValueError as err:  # not JSON, or not text at all
+        raise _run_fail(f"{path} is not valid JSON ({err})") from err
+    if not isinstance(meta, dict):
+        raise _run_fail(f"{path}: expected a JSON object, got {type(meta).__name__}")
+    for key, kind in (("data", str), ("seed", int), ("config", dict), ("data_root", str | None)):
+        if not isinstance(meta.get(key), kind) or isinstance(meta.get(key), bool):
+            raise _run_fail(f"{path}: {key}: expected {kind.__name__ if isinstance(kind, type) else kind}, got "
+                            f"{meta.get(key)!r}")  # fmt: skip
+    return meta
 
 
 def _load_run(run: Path) -> tuple[Any, dict[str, Any], Dataset]:
+    """The flow map (its weights loaded, in eval mode), config.json and data of a run folder written by `train`;
+    every problem with them is reported against --run."""
+    import torch
+
+    from flowlab.core.cli import load_weights_option
     from flowlab.core.gfm.train import GFMConfig, flow_map_for
-    from flowlab.core.train.checkpoint import load_weights
 
     cfg_path, weights = run / "config.json", run / "model.pt"
     if not cfg_path.is_file() or not weights.is_file():
-        raise FileNotFoundError(f"run: {run} holds no config.json/model.pt (train one with `flowlab manifold train`)")
-    meta = json.loads(cfg_path.read_text())
-    data = load_dataset(meta["data"], seed=meta["seed"], data_root=meta.get("data_root"))
-    config = GFMConfig(**{**meta["config"], "hidden": tuple(meta["config"]["hidden"])})
+        raise _run_fail(f"{run} holds no config.json/model.pt")
+    meta = _run_meta(cfg_path)
+    try:
+        config = GFMConfig.from_mapping(meta["config"])
+        data = load_dataset(meta["data"], seed=meta["seed"], data_root=meta["data_root"])
+    except (FileNotFoundError, ValueError) as err:
+        raise _run_fail(f"{cfg_path}: {err}") from err
+    state = load_weights_option(weights, "--run")
     fm = flow_map_for(data.manifold, config)
-    fm.load_state_dict(load_weights(weights, name="run"))
+    try:
+        fm.load_state_dict(state)
+    except (RuntimeError, TypeError) as err:  # another architecture's weights, or not a state dict
+        detail = " ".join(str(err).split())[:300]
+        raise _run_fail(f"{weights}: not the weights of the model config.json describes: {detail}") from err
+    if not all(bool(torch.isfinite(t).all()) for t in state.values()):
+        raise _run_fail(f"{weights}: holds NaN or inf weights")
     fm.eval()
     return fm, meta, data
 
@@ -101,7 +154,7 @@ def train(
     lr: Annotated[float, typer.Option(help="Peak learning rate (cosine decay to 1e-5).")] = 1e-3,
     fourier_dim: Annotated[int, typer.Option(help="Random Fourier features of x (0: none; earth bench: 128).")] = 0,
     fourier_scale: Annotated[float, typer.Option(help="Their frequency scale (earth bench: 3).")] = 1.0,
-    seed: Annotated[int, typer.Option(help="Seed of the split / generated data and of training.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the split / generated data and of training.", **SEEDS)] = 0,
     data_root: Annotated[
         str | None, typer.Option(envvar="FLOWLAB_DATA", help="Data root holding earth_sphere/ (default $FLOWLAB_DATA).")
     ] = None,
@@ -113,23 +166,25 @@ def train(
     options resumes OUT's checkpoints; a different run there is refused unless --overwrite."""
     import torch
 
+    from flowlab.core.cli import claim_run_option, device_option, option_error
     from flowlab.core.gfm.train import GFMConfig, train_gfm
-    from flowlab.core.train.run_folder import claim_run, data_fingerprint
+    from flowlab.core.train.run_folder import data_fingerprint
 
+    resolved = device_option(device)
+    widths = _positive_ints(hidden, "--hidden")
     try:
-        widths = tuple(int(h) for h in hidden.split(","))
         config = GFMConfig(
             objective=objective, steps=steps, batch_size=batch_size, hidden=widths, lr=lr,
             fourier_dim=fourier_dim, fourier_scale=fourier_scale,
         )  # fmt: skip
-        ds = load_dataset(data, seed=seed, data_root=data_root)
-        spec = {"command": "manifold train", "data": data, "seed": seed, "config": config.to_dict(),
-                "data_fingerprint": data_fingerprint(ds.train)}  # fmt: skip
-        claim_run(out, spec, overwrite=overwrite, name="--out")
-    except (ValueError, FileNotFoundError) as err:
-        _fail(err)
+    except ValueError as err:
+        raise option_error(err) from err
+    ds = _dataset_option(data, seed=seed, data_root=data_root)
+    spec = {"command": "manifold train", "data": data, "seed": seed, "config": config.to_dict(),
+            "data_fingerprint": data_fingerprint(ds.train)}  # fmt: skip
+    claim_run_option(out, spec, overwrite=overwrite)
     trained = train_gfm(
-        ds.manifold, ds.train, config, generator=torch.Generator().manual_seed(seed), device=device,
+        ds.manifold, ds.train, config, generator=torch.Generator().manual_seed(seed), device=resolved,
         ckpt_dir=out / "checkpoints", progress=progress,
     )  # fmt: skip
     torch.save(trained.flow_map.state_dict(), out / "model.pt")
@@ -143,30 +198,30 @@ def train(
 def sample_cmd(
     run: Annotated[Path, typer.Option(help="Run folder written by `train`.")],
     out: Annotated[Path, typer.Option(help="Output .pt (tensor) or .csv file.")],
-    n: Annotated[int, typer.Option(help="Number of samples.")] = 1000,
-    nfe: Annotated[int, typer.Option(help="Network evaluations (flow-map jumps or Euler steps).")] = 1,
+    n: Annotated[int, typer.Option(min=1, help="Number of samples.")] = 1000,
+    nfe: Annotated[int, typer.Option(min=1, help="Network evaluations (flow-map jumps or Euler steps).")] = 1,
     sampler: Annotated[str, typer.Option(help="jump (flow map) | euler (v_{t,t}, the RFM sampler).")] = "jump",
-    seed: Annotated[int, typer.Option(help="Seed of the source draws.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the source draws.", **SEEDS)] = 0,
     device: Annotated[str, typer.Option(help="Torch device.")] = "cpu",
 ) -> None:
     """Draw N samples with NFE steps; writes ambient coordinates (sphere: unit vectors, torus: angles)."""
     import torch
 
+    from flowlab.core.cli import device_option
     from flowlab.core.gfm.evaluate import manifold_error
     from flowlab.core.gfm.sample import SAMPLERS, sample
 
-    try:
-        if out.suffix not in (".pt", ".csv"):
-            raise ValueError(f"out: expected a .pt (tensor) or .csv file, got {out.name!r}")
-        if sampler not in SAMPLERS:
-            raise ValueError(f"sampler: expected one of {SAMPLERS}, got {sampler!r}")
-        fm, _, ds = _load_run(run)
-        x = sample(
-            fm.to(device), n, manifold=ds.manifold, nfe=nfe, sampler=sampler,
-            generator=torch.Generator().manual_seed(seed), device=device,
-        ).cpu()  # fmt: skip
-    except (ValueError, FileNotFoundError) as err:
-        _fail(err)
+    if out.suffix not in (".pt", ".csv"):
+        raise typer.BadParameter(f"expected a .pt (tensor) or .csv file, got {out.name!r}", param_hint="--out")
+    if sampler not in SAMPLERS:
+        raise typer.BadParameter(f"expected one of {SAMPLERS}, got {sampler!r}", param_hint="--sampler")
+    resolved = device_option(device)
+    fm, _, ds = _load_run(run)
+    x = sample(
+        fm.to(resolved), n, manifold=ds.manifold, nfe=nfe, sampler=sampler,
+        generator=torch.Generator().manual_seed(seed), device=resolved,
+    ).cpu()  # fmt: skip
+    out.parent.mkdir(parents=True, exist_ok=True)
     if out.suffix == ".csv":
         out.write_text("\n".join(",".join(f"{v:.8g}" for v in row) for row in x.tolist()) + "\n")
     else:
@@ -179,22 +234,22 @@ def evaluate(
     run: Annotated[Path, typer.Option(help="Run folder written by `train`.")],
     nfe: Annotated[str, typer.Option(help="NFEs for the MMD, comma separated.")] = "1,2,4,8,100",
     sampler: Annotated[str, typer.Option(help="jump | euler.")] = "jump",
-    n: Annotated[int, typer.Option(help="Samples per NFE.")] = 2000,
+    n: Annotated[int, typer.Option(min=1, help="Samples per NFE.")] = 2000,
     nll: Annotated[bool, typer.Option(help="Also compute the test NLL from v_{t,t}.")] = True,
-    nll_steps: Annotated[int, typer.Option(help="RK4 steps of the likelihood ODE.")] = 200,
-    seed: Annotated[int, typer.Option(help="Seed of the source draws.")] = 0,
+    nll_steps: Annotated[int, typer.Option(min=1, help="RK4 steps of the likelihood ODE.")] = 200,
+    seed: Annotated[int, typer.Option(help="Seed of the source draws.", **SEEDS)] = 0,
     out: Annotated[Path | None, typer.Option(help="Write the metrics as JSON here too.")] = None,
 ) -> None:
     """Geodesic-kernel MMD to the test split at each NFE, test NLL (and KL for generated data); prints JSON."""
     import torch
 
     from flowlab.core.gfm.evaluate import evaluate_nll, mmd_by_nfe, reference_bandwidth
+    from flowlab.core.gfm.sample import SAMPLERS
 
-    try:
-        nfes = tuple(int(k) for k in nfe.split(","))
-        fm, meta, ds = _load_run(run)
-    except (ValueError, FileNotFoundError) as err:
-        _fail(err)
+    nfes = _positive_ints(nfe, "--nfe")
+    if sampler not in SAMPLERS:
+        raise typer.BadParameter(f"expected one of {SAMPLERS}, got {sampler!r}", param_hint="--sampler")
+    fm, meta, ds = _load_run(run)
     h = reference_bandwidth(ds.test, manifold=ds.manifold)
     mmds = mmd_by_nfe(
         fm, ds.test, manifold=ds.manifold, nfes=nfes, sampler=sampler, n=n, bandwidth=h,
@@ -208,5 +263,6 @@ def evaluate(
             result["kl"] = float(ds.density.log_prob(ds.test.double()).mean()) + value
     text = json.dumps({k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in result.items()})
     if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text + "\n")
     typer.echo(text)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +39,9 @@ EARTH_SETS = ("volcano", "earthquake", "flood")
 
 def _read_table(path: Path, what: str) -> np.ndarray:
     try:
-        table = np.loadtxt(path, delimiter=",", ndmin=2, dtype=np.float64)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # numpy's "no data" on an empty file: refused below
+            table = np.loadtxt(path, delimiter=",", ndmin=2, dtype=np.float64)
     except ValueError as err:
         raise ValueError(f"path: {path} is not a numeric comma-separated {what} table ({err})") from None
     if table.shape[0] == 0:

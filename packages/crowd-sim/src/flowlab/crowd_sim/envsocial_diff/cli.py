@@ -3,6 +3,7 @@ scenes (UCY students03, GC).
 
 Data come from `--data` or $FLOWLAB_DATA (the folder holding `crowds/`). Trajectory files written by `simulate` are
 torch files of tensors (`positions (R, T, P, 2)`, `mask (T, P)`, `start`), read back with weights_only=True.
+Every option, model and rollout is checked before a scene is read, and the scene before any work.
 """
 
 from __future__ import annotations
@@ -12,51 +13,68 @@ from pathlib import Path
 
 import typer
 
-from flowlab.crowd_sim.envsocial_diff.names import ABLATIONS
-from flowlab.crowd_sim.names import SCENES
+from flowlab.core.cli import SEEDS
+from flowlab.crowd_sim.envsocial_diff.names import ABLATIONS, SAMPLERS
+from flowlab.crowd_sim.names import FRAMES, SCENES
 
 app = typer.Typer(help="EnvSocial-Diff crowd simulation: train, simulate, evaluate, render.")
 
+BASELINES = ("sfm", "cv")
 
-def _scene(name: str, data: Path | None, frame: str):
+
+def _choice(value: str, choices: tuple[str, ...], option: str, what: str) -> None:
+    if value not in choices:
+        expected = f"{', '.join(choices[:-1])} or {choices[-1]}" if len(choices) > 1 else choices[0]
+        raise typer.BadParameter(f"unknown {what} {value!r}; expected {expected}", param_hint=option)
+
+
+def _window_name(scene: str, name: str) -> str:
+    """The window a split name (its first window) or a window name of `scene` stands for (SPLITS; no data read)."""
+    from flowlab.crowd_sim.data import SPLITS
+
+    window = SPLITS[scene].get(name, (name,))[0]
+    known = sorted({w for names in SPLITS[scene].values() for w in names})
+    if window not in known:
+        raise typer.BadParameter(f"unknown window {name!r}; expected one of {', '.join([*SPLITS[scene], *known])}",
+                                 param_hint="--window")  # fmt: skip
+    return window
+
+
+def _scene(name: str, data: Path | None, frame: str, windows="all"):
+    """Scene `name` (checked before) with its `windows` from the data root; any problem is reported against --data."""
     from flowlab.crowd_sim.data import load_scene
 
-    if name not in SCENES:
-        raise typer.BadParameter(f"unknown scene {name!r}; expected one of {', '.join(SCENES)}", param_hint="--scene")
     try:
-        return load_scene(name, data, windows="all", frame=frame)
+        return load_scene(name, data, windows=windows, frame=frame)
     except (FileNotFoundError, ValueError) as err:
         raise typer.BadParameter(str(err), param_hint="--data") from err
 
 
-def _window(scene, name: str):
-    from flowlab.crowd_sim.data import SPLITS
-
-    names = SPLITS[scene.name].get(name, (name,))
-    if names[0] not in scene.windows:
-        known = ", ".join([*SPLITS[scene.name], *scene.windows])
-        raise typer.BadParameter(f"unknown window {name!r}; expected one of {known}", param_hint="--window")
-    return scene.windows[names[0]]
-
-
-def _policy(scene, checkpoint: Path | None, baseline: str | None, device: str, sampler: str, steps: int | None):
-    from flowlab.crowd_sim.envsocial_diff.baselines import SocialForcePolicy, constant_velocity
+def _model(checkpoint: Path, device, sampler: str, sample_steps: int | None):
+    """The model of --checkpoint, checked to sample with --sampler and --sample-steps."""
+    from flowlab.core.cli import option_error
     from flowlab.crowd_sim.envsocial_diff.simulator import EnvSocialDiff
+
+    try:
+        model = EnvSocialDiff.load(checkpoint, device=device)
+    except (FileNotFoundError, ValueError) as err:
+        raise typer.BadParameter(str(err), param_hint="--checkpoint") from err
+    try:
+        model.grid(sampler, sample_steps)
+    except ValueError as err:
+        raise option_error(err) from err
+    return model
+
+
+def _policy(scene, model, baseline: str | None, sampler: str, sample_steps: int | None):
+    from flowlab.crowd_sim.envsocial_diff.baselines import SocialForcePolicy, constant_velocity
     from flowlab.crowd_sim.physics import DestinationForce, SocialForceParams
 
-    if (checkpoint is None) == (baseline is None):
-        raise typer.BadParameter("give exactly one of --checkpoint and --baseline", param_hint="--checkpoint")
     if baseline == "cv":
         return constant_velocity
     if baseline == "sfm":
         return SocialForcePolicy(scene, SocialForceParams(), DestinationForce())
-    if baseline is not None:
-        raise typer.BadParameter(f"unknown baseline {baseline!r}; expected sfm or cv", param_hint="--baseline")
-    try:
-        model = EnvSocialDiff.load(checkpoint, device=device)
-        return model.policy(scene, sampler=sampler, sample_steps=steps)
-    except (FileNotFoundError, ValueError) as err:
-        raise typer.BadParameter(str(err), param_hint="--checkpoint") from err
+    return model.policy(scene, sampler=sampler, sample_steps=sample_steps)
 
 
 @app.command("train")
@@ -66,7 +84,7 @@ def train_cmd(
     size: str = typer.Option("quick", "--size", help="network size and diffusion steps: quick | full"),
     epochs: int = typer.Option(10, "--epochs", help="teacher-forced epochs over the training windows"),
     finetune_steps: int = typer.Option(0, "--finetune-steps", help="multi-frame rollout fine-tuning steps"),
-    frame_stride: int = typer.Option(1, "--frame-stride", help="train on every n-th recorded frame"),
+    frame_stride: int = typer.Option(1, "--frame-stride", min=1, help="train on every n-th recorded frame"),
     inits: int = typer.Option(
         1, "--inits", help="train this many initialisations and keep the best rollout of the validation window"
     ),
@@ -74,7 +92,7 @@ def train_cmd(
     ckpt_dir: Path | None = typer.Option(None, "--ckpt-dir", help="training checkpoints, resumed (--inits 1 only)"),
     data: Path | None = typer.Option(None, "--data", help="data root holding crowds/ (default $FLOWLAB_DATA)"),
     frame: str = typer.Option("published", "--frame", help="UCY coordinate frame: published | corrected"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", **SEEDS),
     device: str = typer.Option("cpu", "--device"),
     overwrite: bool = typer.Option(False, "--overwrite", help="replace a different run's checkpoints in --ckpt-dir"),
 ) -> None:
@@ -82,7 +100,7 @@ def train_cmd(
     with the same options and refuses a different one unless --overwrite."""
     import torch
 
-    from flowlab.core.cli import claim_run_option
+    from flowlab.core.cli import claim_run_option, device_option, option_error
     from flowlab.core.train import data_fingerprint
     from flowlab.crowd_sim.data import SPLITS
     from flowlab.crowd_sim.envsocial_diff.model import SIZES
@@ -90,23 +108,29 @@ def train_cmd(
     from flowlab.crowd_sim.envsocial_diff.simulator import EnvSocialDiff, scene_config
     from flowlab.crowd_sim.envsocial_diff.train import TrainConfig, calibrate, train, train_best_of
 
-    if size not in SIZES:
-        raise typer.BadParameter(f"expected quick or full, got {size!r}", param_hint="--size")
+    _choice(scene_name, SCENES, "--scene", "scene")
+    _choice(ablation, tuple(ABLATIONS), "--ablation", "ablation")
+    _choice(size, tuple(SIZES), "--size", "size")
+    _choice(frame, FRAMES, "--frame", "frame")
     if inits < 1 or (inits > 1 and ckpt_dir is not None):
         raise typer.BadParameter(f"expected --inits >= 1, and 1 with --ckpt-dir; got {inits}", param_hint="--inits")
+    device = device_option(device)
+    try:
+        train_config = TrainConfig(epochs=epochs, finetune_steps=finetune_steps)
+    except ValueError as err:
+        raise option_error(err) from err
     scene = _scene(scene_name, data, frame)
+    windows = [scene.windows[n] for n in SPLITS[scene.name]["train"]]
+    if ckpt_dir is not None:
+        spec = {"command": "crowd train", "scene": scene.name, "ablation": ablation, "size": size, "frame": frame,
+                "frame_stride": frame_stride, "train": train_config.to_dict(), "seed": seed,
+                "data_fingerprint": data_fingerprint(*(torch.as_tensor(w.positions) for w in windows))}  # fmt: skip
+        claim_run_option(ckpt_dir, spec, overwrite=overwrite, option="--ckpt-dir")
     try:
         config = scene_config(SIZES[size], ablation, scene)
         model = EnvSocialDiff(config, device=device)
-        windows = [scene.windows[n] for n in SPLITS[scene.name]["train"]]
         calibrate(model, windows)
         frames = training_frames(model, scene, windows, stride=frame_stride)
-        train_config = TrainConfig(epochs=epochs, finetune_steps=finetune_steps)
-        if ckpt_dir is not None:
-            spec = {"command": "crowd train", "scene": scene.name, "ablation": ablation, "size": size,
-                    "frame": frame, "frame_stride": frame_stride, "train": train_config.to_dict(), "seed": seed,
-                    "data_fingerprint": data_fingerprint(*(torch.as_tensor(w.positions) for w in windows))}  # fmt: skip
-            claim_run_option(ckpt_dir, spec, overwrite=overwrite, option="--ckpt-dir")
         if inits == 1:
             train(model, scene, windows, train_config, generator=torch.Generator(device).manual_seed(seed),
                   ckpt_dir=ckpt_dir, frames=frames)  # fmt: skip
@@ -129,23 +153,34 @@ def simulate_cmd(
     baseline: str | None = typer.Option(None, "--baseline", help="sfm | cv instead of a model"),
     window: str = typer.Option("test", "--window", help="a split name or a window name (e.g. time162-216)"),
     steps: int | None = typer.Option(None, "--steps", min=1, help="frames to simulate (default: the whole window)"),
-    replicas: int = typer.Option(1, "--replicas", help="independent samples, batched"),
+    replicas: int = typer.Option(1, "--replicas", min=1, help="independent samples, batched"),
     sampler: str = typer.Option("ddpm", "--sampler", help="ddpm | ddim"),
-    sample_steps: int | None = typer.Option(None, "--sample-steps", help="DDIM steps"),
+    sample_steps: int | None = typer.Option(None, "--sample-steps", min=1, help="DDIM steps"),
     out: Path = typer.Option(Path("rollout.pt"), "--out"),
     data: Path | None = typer.Option(None, "--data"),
     frame: str = typer.Option("published", "--frame"),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(0, "--seed", **SEEDS),
     device: str = typer.Option("cpu", "--device"),
 ) -> None:
     """Roll a whole recorded window forward from its entry states and destinations; write the trajectories."""
     import torch
 
+    from flowlab.core.cli import device_option
     from flowlab.crowd_sim.simulate import simulate_window
 
-    scene = _scene(scene_name, data, frame)
-    w = _window(scene, window)
-    policy = _policy(scene, checkpoint, baseline, device, sampler, sample_steps)
+    _choice(scene_name, SCENES, "--scene", "scene")
+    _choice(frame, FRAMES, "--frame", "frame")
+    _choice(sampler, SAMPLERS, "--sampler", "sampler")
+    if (checkpoint is None) == (baseline is None):
+        raise typer.BadParameter("give exactly one of --checkpoint and --baseline", param_hint="--checkpoint")
+    if baseline is not None:
+        _choice(baseline, BASELINES, "--baseline", "baseline")
+    device = device_option(device)
+    name = _window_name(scene_name, window)
+    model = None if checkpoint is None else _model(checkpoint, device, sampler, sample_steps)
+    scene = _scene(scene_name, data, frame, windows=[name])
+    w = scene.windows[name]
+    policy = _policy(scene, model, baseline, sampler, sample_steps)
     gen = torch.Generator(device).manual_seed(seed)
     traj = simulate_window(
         scene, w, policy, steps=steps, replicas=replicas, generator=gen, device=device, progress=True
@@ -170,14 +205,14 @@ def evaluate_cmd(
     """Simulation metrics (MAE, OT, MMD, DTW, FDE, collisions) of a rollout against the recorded window."""
     from flowlab.crowd_sim.metrics import simulation_metrics
 
+    _choice(frame, FRAMES, "--frame", "frame")
     blob = _read_rollout(rollout)
-    scene = _scene(blob["scene"], data, frame)
-    w = _window(scene, blob["window"])
-    frames = slice(blob["start"], blob["start"] + blob["positions"].shape[1])
+    _, w, frames = _recorded(rollout, blob, data, frame)
     rows = [simulation_metrics(p, w.positions[frames], w.mask[frames]) for p in blob["positions"]]
     for r, row in enumerate(rows):
         typer.echo(f"replica {r}: " + ", ".join(f"{k} {v:.4g}" for k, v in row.items()))
     if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"rollout": str(rollout), "replicas": rows}, indent=2))
         typer.echo(f"wrote {out}")
 
@@ -193,23 +228,59 @@ def render_cmd(
     """Draw a rollout over the scene's obstacles and objects of interest (recorded positions alongside)."""
     from flowlab.crowd_sim.render import render
 
+    _choice(frame, FRAMES, "--frame", "frame")
+    if out.suffix.lower() != ".gif" and out.exists() and not out.is_dir():
+        raise typer.BadParameter(f"{out} is a file; expected a .gif or a folder for the frames", param_hint="--out")
     blob = _read_rollout(rollout)
-    scene = _scene(blob["scene"], data, frame)
-    w = _window(scene, blob["window"])
-    frames = slice(blob["start"], blob["start"] + blob["positions"].shape[1])
+    scene, w, frames = _recorded(rollout, blob, data, frame)
+    out.parent.mkdir(parents=True, exist_ok=True)
     path = render(scene, blob["positions"][0], w.mask[frames], out, real=w.positions[frames], every=every)
     typer.echo(f"wrote {path}")
 
 
-def _read_rollout(path: Path) -> dict:
-    from flowlab.core.train import load_weights
+def _rollout_problem(blob: object) -> str | None:
+    """What keeps `blob` from being a rollout written by `simulate` (None: nothing)."""
+    import torch
 
-    if not path.is_file():
-        raise typer.BadParameter(f"{path} not found", param_hint="ROLLOUT")
-    try:
-        blob = load_weights(path, map_location="cpu", name="ROLLOUT")
-    except ValueError as err:
-        raise typer.BadParameter(str(err), param_hint="ROLLOUT") from err
+    from flowlab.crowd_sim.data import SPLITS
+
     if not isinstance(blob, dict) or not {"positions", "mask", "start", "window", "scene"} <= set(blob):
-        raise typer.BadParameter(f"{path}: not a rollout written by `flowlab crowd simulate`", param_hint="ROLLOUT")
+        return "expected positions, mask, start, window and scene"
+    positions, mask, start = blob["positions"], blob["mask"], blob["start"]
+    if blob["scene"] not in SCENES:
+        return f"scene: unknown {blob['scene']!r}; expected one of {', '.join(SCENES)}"
+    if blob["window"] not in {w for names in SPLITS[blob["scene"]].values() for w in names}:
+        return f"window: {blob['window']!r} is not a window of {blob['scene']}"
+    if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+        return f"start: expected a frame index >= 0, got {start!r}"
+    if not isinstance(positions, torch.Tensor) or positions.dim() != 4 or positions.shape[-1] != 2:
+        return f"positions: expected a tensor (R, T, P, 2), got {getattr(positions, 'shape', type(positions))}"
+    if min(positions.shape) == 0 or not positions.is_floating_point() or not bool(torch.isfinite(positions).all()):
+        return "positions: expected at least one replica, frame and pedestrian, all finite floats"
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.shape != positions.shape[1:3]:
+        return f"mask: expected a bool tensor {tuple(positions.shape[1:3])} (T, P), got {getattr(mask, 'shape', mask)}"
+    return None
+
+
+def _read_rollout(path: Path) -> dict:
+    from flowlab.core.cli import load_weights_option
+
+    blob = load_weights_option(path, "ROLLOUT", map_location="cpu")
+    problem = _rollout_problem(blob)
+    if problem is not None:
+        raise typer.BadParameter(f"{path}: not a rollout written by `flowlab crowd simulate`: {problem}",
+                                 param_hint="ROLLOUT")  # fmt: skip
     return blob
+
+
+def _recorded(path: Path, blob: dict, data: Path | None, frame: str):
+    """(scene, recorded window, frames) a rollout covers, checked to lie inside the window."""
+    scene = _scene(blob["scene"], data, frame, windows=[blob["window"]])
+    w = scene.windows[blob["window"]]
+    _, steps, people, _ = blob["positions"].shape
+    if blob["start"] + steps > w.num_frames or people != w.mask.shape[1]:
+        raise typer.BadParameter(
+            f"{path}: covers frames {blob['start']}..{blob['start'] + steps - 1} of {people} pedestrians; window "
+            f"{w.name} has frames 0..{w.num_frames - 1} of {w.mask.shape[1]} pedestrians", param_hint="ROLLOUT"
+        )  # fmt: skip
+    return scene, w, slice(blob["start"], blob["start"] + steps)

@@ -1,7 +1,7 @@
-"""EnvSocial-Diff's ablations (the branches each one switches on), kept free of heavy imports so that the command
-line can offer them cheaply."""
+"""EnvSocial-Diff's ablations (the branches each one switches on) and residual samplers, kept free of heavy imports so
+that the command line can offer them cheaply."""
 
-__all__ = ["ABLATIONS"]
+__all__ = ["ABLATIONS", "SAMPLERS"]
 
 ABLATIONS = {
     "full": {"obstacles": True, "interests": True, "lighting": True, "similarity": True},
@@ -12,3 +12,6 @@ ABLATIONS = {
     "no_sim": {"obstacles": True, "interests": True, "lighting": True, "similarity": False},
     "spdiff": {"obstacles": False, "interests": False, "lighting": False, "similarity": False},
 }
+
+#: the residual samplers: ancestral DDPM over the training steps, or DDIM on a shorter grid
+SAMPLERS = ("ddpm", "ddim")

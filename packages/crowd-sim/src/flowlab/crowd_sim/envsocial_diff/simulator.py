@@ -9,6 +9,7 @@ deviation on the training data), so the model's target has unit variance.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from flowlab.crowd_sim.envsocial_diff.features import (
     step_inputs,
 )
 from flowlab.crowd_sim.envsocial_diff.model import EnvSocialConfig, EnvSocialDenoiser
+from flowlab.crowd_sim.envsocial_diff.names import SAMPLERS
 from flowlab.crowd_sim.physics import DestinationForce
 from flowlab.crowd_sim.simulate import StepState
 
@@ -112,8 +114,8 @@ class EnvSocialDiff:
         self, inputs: StepInputs, *, generator, sampler: str = "ddpm", sample_steps: int | None = None
     ) -> torch.Tensor:
         """Sampled residual accelerations in world coordinates: (N, 2)."""
-        if sampler not in ("ddpm", "ddim"):
-            raise ValueError(f"sampler: expected 'ddpm' or 'ddim', got {sampler!r}")
+        if sampler not in SAMPLERS:
+            raise ValueError(f"sampler: expected one of {SAMPLERS}, got {sampler!r}")
         self.denoiser.eval()
         cond = self.denoiser.encode(inputs)
         n = inputs.num_nodes
@@ -170,17 +172,28 @@ class EnvSocialDiff:
 
     @classmethod
     def load(cls, path: str | Path, *, device: torch.device | str = "cpu") -> EnvSocialDiff:
+        """The model `save` wrote to `path`; FileNotFoundError, or ValueError naming the file when it is corrupt or
+        unsafe, of another kind, or holds settings or weights that do not make this model (or non-finite ones)."""
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(f"checkpoint not found: {path}")
         blob = load_weights(path, map_location="cpu", name="checkpoint")
         if not isinstance(blob, dict) or blob.get("format") != FORMAT:
             raise ValueError(f"{path}: not an EnvSocial-Diff checkpoint (expected format {FORMAT!r})")
-        model = cls(
-            EnvSocialConfig.from_mapping(blob["config"]),
-            destination_force=DestinationForce(**blob["destination_force"]),
-            scale=blob["scale"],
-            device=device,
-        )
-        model.denoiser.load_state_dict(blob["state_dict"])
+        try:
+            config = EnvSocialConfig.from_mapping(blob["config"])
+            force = DestinationForce(**blob["destination_force"])
+            scale = float(blob["scale"])
+            state = dict(blob["state_dict"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"{path}: not a loadable EnvSocial-Diff checkpoint ({type(err).__name__}: {err})") from err
+        finite = [isinstance(t, torch.Tensor) and bool(torch.isfinite(t).all()) for t in state.values()]
+        if not (math.isfinite(scale) and all(finite)):
+            raise ValueError(f"{path}: holds a non-finite residual scale, or weights that are not finite tensors")
+        model = cls(config, destination_force=force, scale=scale, device=device)
+        try:
+            model.denoiser.load_state_dict(state)
+        except RuntimeError as err:  # weights of another network
+            detail = " ".join(str(err).split())[:300]
+            raise ValueError(f"{path}: its weights do not fit its config ({detail})") from err
         return model

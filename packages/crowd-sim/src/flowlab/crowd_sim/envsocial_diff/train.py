@@ -61,13 +61,14 @@ class TrainConfig(Config):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.epochs < 0 or self.finetune_steps < 0 or self.epochs + self.finetune_steps == 0:
-            raise ValueError(
-                f"TrainConfig: epochs ({self.epochs}) and finetune_steps ({self.finetune_steps}) must be >= 0 and "
-                "not both 0"
-            )
-        if self.batch_frames < 1 or self.horizon < 1 or self.finetune_graphs < 1:
-            raise ValueError("TrainConfig: batch_frames, horizon and finetune_graphs must be positive")
+        for name in ("epochs", "finetune_steps"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}: expected an int >= 0, got {getattr(self, name)}")
+        if self.epochs + self.finetune_steps == 0:
+            raise ValueError("epochs, finetune_steps: expected at least one of them > 0, not both 0")
+        for name in ("batch_frames", "horizon", "finetune_graphs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: expected a positive int, got {getattr(self, name)}")
 
 
 def _samples(windows) -> tuple[torch.Tensor, ...]:

@@ -2,7 +2,8 @@
 
 A run folder holds config.json (method, system, settings), samples.pt (X_1, CVs, bias at the samples, path-space
 log importance weights), state.pt
-(the controller, corrector and bias grids; tensors only) or, for `metad`, fes.pt and cvs.pt.
+(the controller, corrector and bias grids; tensors only) or, for `metad`, fes.pt and samples.pt (its CVs), and the
+run.json of the run it holds: a rerun with the same options rewrites it, another run needs --overwrite.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from flowlab.core.cli import SEEDS
 from flowlab.molecular.wt_asbs.names import TOYS
 
 if TYPE_CHECKING:
@@ -22,7 +24,22 @@ if TYPE_CHECKING:
 app = typer.Typer(help="WT-ASBS: train and sample (sample), the OpenMM WTMetaD reference (metad), evaluate a run.")
 
 SYSTEMS = ("aldp", "sn2", *TOYS)
+METHODS = ("wt_asbs", "asbs", "metad")
 WEIGHTS = ("path", "bias", "none")
+
+
+def _aldp_data(data_root: str | None) -> tuple[Path, Path]:
+    """(prmtop, inpcrd) of alanine dipeptide under `data_root`, read once to check them: a missing folder or file,
+    or one OpenMM cannot read, is reported against --data-root."""
+    from flowlab.molecular.wt_asbs.aldp import aldp_files
+    from flowlab.molecular.wt_asbs.potentials import read_inpcrd, read_prmtop
+
+    try:
+        prmtop, inpcrd = aldp_files(data_root)
+        read_inpcrd(inpcrd, read_prmtop(prmtop).topology.getNumAtoms())
+    except (FileNotFoundError, ValueError) as err:
+        raise typer.BadParameter(str(err), param_hint="--data-root") from err
+    return prmtop, inpcrd
 
 
 @app.command()
@@ -31,14 +48,17 @@ def sample(
     bias: Annotated[str, typer.Option(help="on (WT-ASBS) | off (ASBS)")] = "on",
     out: Annotated[Path, typer.Option(help="run folder")] = Path("runs/wt_asbs"),
     variant: Annotated[str, typer.Option(help="quick|full settings of the benchmark")] = "quick",
-    n: Annotated[int, typer.Option(help="samples to draw after training")] = 2000,
-    seed: int = 0,
+    n: Annotated[int, typer.Option(min=1, help="samples to draw after training")] = 2000,
+    seed: Annotated[int, typer.Option(**SEEDS)] = 0,
     data_root: Annotated[str | None, typer.Option(help="defaults to $FLOWLAB_DATA")] = None,
+    overwrite: Annotated[bool, typer.Option(help="replace another run in --out")] = False,
 ) -> None:
-    """Train the (WT-)ASBS sampler on a system and draw samples."""
+    """Train the (WT-)ASBS sampler on a system and draw samples. A folder holding another run is refused unless
+    --overwrite."""
     import torch
 
-    from flowlab.molecular.wt_asbs.aldp import aldp_files, torsion_bias, torsion_cvs
+    from flowlab.core.cli import claim_run_option
+    from flowlab.molecular.wt_asbs.aldp import torsion_bias, torsion_cvs
     from flowlab.molecular.wt_asbs.asbs import ASBS
     from flowlab.molecular.wt_asbs.benchmarks.aldp import ALDP
     from flowlab.molecular.wt_asbs.benchmarks.sn2 import SN2
@@ -57,7 +77,7 @@ def sample(
     if system == "aldp":
         cfg = ALDP.variants[variant]
         sampler = cfg.sampler
-        prmtop, inpcrd = aldp_files(data_root)
+        prmtop, inpcrd = _aldp_data(data_root)
         pot = OpenMMPotential(prmtop, solvent=cfg.solvent, workers=cfg.workers)
         cvs, wt = torsion_cvs(), torsion_bias(sampler.bias, pot.kT)
         kw = {"source_mean": pot.positions(inpcrd)[0].float(), "atom_dim": 3}
@@ -72,6 +92,9 @@ def sample(
         pot = make_toy(system)
         cvs, wt = toy_cvs(pot), toy_bias(pot, sampler.bias)
         kw = {"source_mean": toy_source_mean(pot)}
+    spec = {"command": "molecular sample", "system": system, "bias": bias, "variant": variant, "n": n, "seed": seed,
+            "sampler": sampler.to_dict()}  # fmt: skip
+    claim_run_option(out, spec, overwrite=overwrite)
     model = ASBS.from_config(
         pot, sampler, cvs=cvs if bias == "on" else None, bias=wt if bias == "on" else None, generator=gen, **kw
     )
@@ -83,7 +106,6 @@ def sample(
         _, x1 = model.sample(n)
     s = cvs(x1.double())
     v = wt(s).value if bias == "on" else torch.zeros(len(s), dtype=torch.float64)
-    out.mkdir(parents=True, exist_ok=True)
     torch.save({"x": x1, "cvs": s, "bias": v, **data}, out / "samples.pt")
     torch.save(model.state_dict(), out / "state.pt")
     config = {
@@ -114,28 +136,31 @@ def finite_json(value):
 def metad(
     system: Annotated[str, typer.Option(help="aldp")] = "aldp",
     out: Annotated[Path, typer.Option(help="run folder")] = Path("runs/metad"),
-    steps: Annotated[int, typer.Option(help="2 fs MD steps")] = 25000,
+    steps: Annotated[int, typer.Option(help="2 fs MD steps (at least 100)")] = 25000,
     bias_factor: float = 8.0,
     height: Annotated[float, typer.Option(help="hill height, kJ/mol")] = 1.0,
-    seed: int = 0,
+    seed: Annotated[int, typer.Option(**SEEDS)] = 0,
     data_root: Annotated[str | None, typer.Option(help="defaults to $FLOWLAB_DATA")] = None,
+    overwrite: Annotated[bool, typer.Option(help="replace another run in --out")] = False,
 ) -> None:
-    """OpenMM well-tempered metadynamics over (phi, psi) of alanine dipeptide (the reference)."""
+    """OpenMM well-tempered metadynamics over (phi, psi) of alanine dipeptide (the reference). A folder holding
+    another run is refused unless --overwrite."""
     import torch
 
-    from flowlab.molecular.wt_asbs.aldp import aldp_files
-    from flowlab.molecular.wt_asbs.reference import openmm_wtmetad
+    from flowlab.core.cli import claim_run_option, option_error
+    from flowlab.molecular.wt_asbs.reference import check_metad, openmm_wtmetad
 
     if system != "aldp":
         raise typer.BadParameter("only aldp (toys: see `flowlab bench --only mol.wt_asbs.toy`)", param_hint="--system")
-    prmtop, inpcrd = aldp_files(data_root)
     try:
-        res = openmm_wtmetad(
-            prmtop, inpcrd, steps=steps, solvent="OBC1", bias_factor=bias_factor, height=height, seed=seed
-        )
+        check_metad(steps=steps, bias_factor=bias_factor, height=height)
     except ValueError as err:
-        raise typer.BadParameter(str(err)) from err
-    out.mkdir(parents=True, exist_ok=True)
+        raise option_error(err) from err
+    spec = {"command": "molecular metad", "system": system, "steps": steps, "bias_factor": bias_factor,
+            "height": height, "seed": seed}  # fmt: skip
+    claim_run_option(out, spec, overwrite=overwrite)  # a run that stops at bad data leaves only run.json: free
+    prmtop, inpcrd = _aldp_data(data_root)
+    res = openmm_wtmetad(prmtop, inpcrd, steps=steps, solvent="OBC1", bias_factor=bias_factor, height=height, seed=seed)
     torch.save({"fes": torch.as_tensor(res.fes)}, out / "fes.pt")
     torch.save({"cvs": torch.as_tensor(res.cvs)}, out / "samples.pt")
     config = {
@@ -151,6 +176,86 @@ def metad(
     typer.echo(json.dumps(config))
 
 
+def _config_problem(cfg: object) -> str | None:
+    """What is wrong with a run's parsed config.json (None: nothing)."""
+    if not isinstance(cfg, dict):
+        return f"expected a JSON object, got {type(cfg).__name__}"
+    missing = sorted({"system", "kT", "energy_evals"} - set(cfg))
+    if missing:
+        return f"lacks {', '.join(missing)}"
+    if cfg["system"] not in SYSTEMS:
+        return f"system: expected one of {SYSTEMS}, got {cfg['system']!r}"
+    if cfg.get("method", METHODS[0]) not in METHODS:
+        return f"method: expected one of {METHODS}, got {cfg['method']!r}"
+    kT, evals = cfg["kT"], cfg["energy_evals"]
+    if isinstance(kT, bool) or not isinstance(kT, (int, float)) or not (math.isfinite(kT) and kT > 0):
+        return f"kT: expected a positive number (kJ/mol or kT units), got {kT!r}"
+    if isinstance(evals, bool) or not isinstance(evals, int) or evals < 0:
+        return f"energy_evals: expected a count >= 0, got {evals!r}"
+    return None
+
+
+def _run_config(run: Path) -> dict:
+    """The checked config.json of a run folder (errors against RUN)."""
+    path = run / "config.json"
+    if not path.is_file():
+        raise typer.BadParameter(f"no config.json in {run}", param_hint="RUN")
+    try:
+        cfg = json.loads(path.read_text())
+    except ValueError as err:  # not JSON, or not text at all
+        raise typer.BadParameter(f"{path} is not valid JSON ({err})", param_hint="RUN") from err
+    problem = _config_problem(cfg)
+    if problem is not None:
+        raise typer.BadParameter(f"{path}: {problem} (written by `sample` or `metad`)", param_hint="RUN")
+    return cfg
+
+
+def _run_tensors(
+    path: Path, shapes: dict[str, tuple[int | str | None, ...]], optional: tuple[str, ...] = ()
+) -> dict[str, torch.Tensor]:
+    """The tensors `shapes` names in the file `path` of a run (those in `optional` where present; errors against
+    RUN), each finite and of its shape: per dimension a size, None (any) or a symbol ("N": the sample count) whose
+    size is the same wherever it is used and positive."""
+    import torch
+
+    from flowlab.core.cli import load_weights_option
+
+    def fail(problem: str) -> typer.BadParameter:
+        return typer.BadParameter(f"{path}: {problem} (written by `sample` or `metad`)", param_hint="RUN")
+
+    data = load_weights_option(path, "RUN")
+    if not isinstance(data, dict):
+        raise fail(f"expected a dict of tensors, got {type(data).__name__}")
+    shapes = {key: shape for key, shape in shapes.items() if key in data or key not in optional}
+    sizes: dict[str, set[int]] = {}
+    for key, shape in shapes.items():
+        t = data.get(key)
+        if not isinstance(t, torch.Tensor):
+            raise fail(f"{key}: expected a tensor, got {type(t).__name__}")
+        if t.dim() != len(shape) or any(isinstance(s, int) and s != m for s, m in zip(shape, t.shape)):
+            raise fail(f"{key}: expected shape ({', '.join(str(s or '*') for s in shape)}), got {tuple(t.shape)}")
+        if not bool(torch.isfinite(t).all()):
+            raise fail(f"{key}: contains NaN or inf values")
+        for s, m in zip(shape, t.shape):
+            if isinstance(s, str):
+                sizes.setdefault(s, set()).add(m)
+    for symbol, found in sizes.items():
+        if len(found) > 1 or 0 in found:
+            keys = [k for k, shape in shapes.items() if symbol in shape]
+            raise fail(f"{', '.join(keys)}: expected the same positive size {symbol}, got sizes {sorted(found)}")
+    return {key: data[key] for key in shapes}
+
+
+def _samples(run: Path, system: str) -> dict[str, torch.Tensor]:
+    """samples.pt of a `sample` run: x (N, D) (D: a toy's dimension), cvs (N, K) (K: the system's CVs), bias (N,)
+    and, where written, log_w (N,)."""
+    from flowlab.molecular.wt_asbs.toys import make_toy
+
+    dim = make_toy(system).dim if system in TOYS else None
+    shapes = {"x": ("N", dim), "cvs": ("N", 2 if system == "aldp" else 1), "bias": ("N",), "log_w": ("N",)}
+    return _run_tensors(run / "samples.pt", shapes, optional=("log_w",))
+
+
 def _sample_weights(data: dict, cfg: dict, method: str, weights: str | None) -> tuple[str, torch.Tensor | None]:
     """(the estimator's name, normalised sample weights (N,) or None for unweighted samples) for `evaluate`."""
     import torch
@@ -159,8 +264,6 @@ def _sample_weights(data: dict, cfg: dict, method: str, weights: str | None) -> 
 
     if weights is None:
         weights = "path" if "log_w" in data else ("bias" if method == "wt_asbs" else "none")
-    if weights not in WEIGHTS:
-        raise typer.BadParameter(f"expected one of {WEIGHTS}, got {weights!r}", param_hint="--weights")
     if weights == "path":
         if "log_w" not in data:
             msg = "samples.pt has no path weights (`sample` writes them on the toys)"
@@ -186,41 +289,27 @@ def evaluate(
     ] = None,
 ) -> None:
     """Delta F between basins, basin coverage and energy-evaluation counts of a run (printed as JSON)."""
-    from flowlab.core.train import load_weights
     from flowlab.molecular.wt_asbs.aldp import ALDP_BASINS, basin_df_from_fes
     from flowlab.molecular.wt_asbs.analysis import basin_coverage, delta_f_from_samples
     from flowlab.molecular.wt_asbs.sn2 import WELLS, well_fractions
     from flowlab.molecular.wt_asbs.toys import TOY_INTERVALS, make_toy
 
-    cfg_path = run / "config.json"
-    if not cfg_path.is_file():
-        raise typer.BadParameter(f"no config.json in {run}", param_hint="RUN")
-    try:
-        cfg = json.loads(cfg_path.read_text())
-    except json.JSONDecodeError as err:
-        raise typer.BadParameter(f"{cfg_path} is not valid JSON ({err})", param_hint="RUN") from err
-    missing = sorted({"system", "kT", "energy_evals"} - set(cfg)) if isinstance(cfg, dict) else ["a JSON object"]
-    if missing:
-        raise typer.BadParameter(
-            f"{cfg_path} lacks {', '.join(missing)} (written by `sample` or `metad`)", param_hint="RUN"
-        )
+    if method not in (None, *METHODS):
+        raise typer.BadParameter(f"unknown method {method!r} (expected {'|'.join(METHODS)})", param_hint="--method")
+    if weights not in (None, *WEIGHTS):
+        raise typer.BadParameter(f"expected one of {WEIGHTS}, got {weights!r}", param_hint="--weights")
+    cfg = _run_config(run)
     method = method or cfg.get("method")
-    if method not in ("wt_asbs", "asbs", "metad"):
-        raise typer.BadParameter(f"unknown method {method!r} (expected wt_asbs|asbs|metad)", param_hint="--method")
-    try:
-        data = load_weights(run / "samples.pt", name="--run")
-    except ValueError as err:
-        raise typer.BadParameter(str(err), param_hint="--run") from err
-    s = data["cvs"].double()
+    if method is None:
+        raise typer.BadParameter(f"{run / 'config.json'} names no method; pass one", param_hint="--method")
     if method == "metad":  # biased trajectory: Delta F from the FES, not from raw samples
-        try:
-            fes = load_weights(run / "fes.pt", name="--run")["fes"].numpy()
-        except ValueError as err:
-            raise typer.BadParameter(str(err), param_hint="--run") from err
+        fes = _run_tensors(run / "fes.pt", {"fes": ("G", "G")})["fes"].numpy()
         report = {"method": method, "system": "aldp", "energy_evals": cfg["energy_evals"]}
         report.update({f"{k}_kjmol": v for k, v in basin_df_from_fes(fes, cfg["kT"]).items()})
         typer.echo(json.dumps(finite_json(report)))
         return
+    data = _samples(run, cfg["system"])
+    s = data["cvs"].double()
     weights, w = _sample_weights(data, cfg, method, weights)
     report = {"method": method, "system": cfg["system"], "energy_evals": cfg["energy_evals"], "weights": weights}
     if w is not None:

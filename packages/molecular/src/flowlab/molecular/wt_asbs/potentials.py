@@ -34,6 +34,8 @@ __all__ = [
     "TBLitePotential",
     "ToyPotential",
     "kT_kjmol",
+    "read_inpcrd",
+    "read_prmtop",
 ]
 
 EV_TO_KJMOL = 96.48533212  # 1 eV in kJ/mol
@@ -48,6 +50,40 @@ def kT_kjmol(temperature: float) -> float:
     if not temperature > 0:
         raise ValueError(f"temperature: expected a positive temperature in kelvin, got {temperature!r}")
     return KB_KJMOL * temperature
+
+
+def read_prmtop(prmtop: str | Path):
+    """OpenMM's `AmberPrmtopFile` of `prmtop`, checked to build a system; FileNotFoundError or ValueError naming the
+    file."""
+    from openmm import app
+
+    path = Path(prmtop)
+    if not path.is_file():
+        data = root(required=False) or "<unset>"
+        raise FileNotFoundError(f"prmtop: file not found: {path} (alanine_dipeptide data set; data root {data})")
+    try:
+        prmtop = app.AmberPrmtopFile(str(path))
+        prmtop.createSystem()  # reads the force-field sections, which a truncated file lacks
+    except Exception as err:  # OpenMM raises assorted types on malformed files
+        raise ValueError(f"prmtop: could not parse {path} as an AMBER prmtop: {err!r}") from err
+    return prmtop
+
+
+def read_inpcrd(inpcrd: str | Path, n_atoms: int) -> np.ndarray:
+    """The coordinates of an AMBER inpcrd, (n_atoms, 3) nm; FileNotFoundError or ValueError naming the file (one
+    that is not an inpcrd, or of another atom count)."""
+    from openmm import app, unit
+
+    path = Path(inpcrd)
+    if not path.is_file():
+        raise FileNotFoundError(f"inpcrd: file not found: {path}")
+    try:
+        pos = app.AmberInpcrdFile(str(path)).getPositions(asNumpy=True).value_in_unit(unit.nanometer)
+    except Exception as err:
+        raise ValueError(f"inpcrd: could not parse {path}: {err}") from err
+    if len(pos) != n_atoms:
+        raise ValueError(f"inpcrd: {path} has {len(pos)} atoms, the topology has {n_atoms}")
+    return np.asarray(pos)
 
 
 @dataclass(frozen=True)
@@ -190,16 +226,7 @@ class OpenMMPotential:
         import openmm
         from openmm import app
 
-        path = Path(prmtop)
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"prmtop: file not found: {path} (alanine_dipeptide data set; data root "
-                f"{root(required=False) or '<unset>'})"
-            )
-        try:
-            self.prmtop = app.AmberPrmtopFile(str(path))
-        except Exception as err:  # OpenMM raises assorted types on malformed files
-            raise ValueError(f"prmtop: could not parse {path} as an AMBER prmtop: {err}") from err
+        self.prmtop = read_prmtop(prmtop)
         implicit = None
         if solvent is not None:
             if solvent not in ("OBC1", "OBC2", "GBn", "GBn2", "HCT"):
@@ -232,18 +259,7 @@ class OpenMMPotential:
 
     def positions(self, inpcrd: str | Path) -> torch.Tensor:
         """The coordinates of an AMBER inpcrd as (1, 3 N) nm float64, checked against this topology's atom count."""
-        from openmm import app, unit
-
-        path = Path(inpcrd)
-        if not path.is_file():
-            raise FileNotFoundError(f"inpcrd: file not found: {path}")
-        try:
-            pos = app.AmberInpcrdFile(str(path)).getPositions(asNumpy=True).value_in_unit(unit.nanometer)
-        except Exception as err:
-            raise ValueError(f"inpcrd: could not parse {path}: {err}") from err
-        if len(pos) != self.n_atoms:
-            raise ValueError(f"inpcrd: {path} has {len(pos)} atoms, the topology has {self.n_atoms}")
-        return torch.as_tensor(np.asarray(pos), dtype=torch.float64).reshape(1, -1)
+        return torch.as_tensor(read_inpcrd(inpcrd, self.n_atoms), dtype=torch.float64).reshape(1, -1)
 
     def energy_and_forces(self, x: torch.Tensor) -> EnergyForces:
         _check_batch(x, self.dim, atoms=self.n_atoms)

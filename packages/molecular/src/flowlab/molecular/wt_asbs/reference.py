@@ -15,9 +15,9 @@ import torch
 from flowlab.molecular.wt_asbs.aldp import PHI, PSI
 from flowlab.molecular.wt_asbs.bias import WellTemperedBias
 from flowlab.molecular.wt_asbs.cvs import CVSet, TorsionCV
-from flowlab.molecular.wt_asbs.potentials import Potential
+from flowlab.molecular.wt_asbs.potentials import Potential, read_inpcrd, read_prmtop
 
-__all__ = ["LangevinResult", "MetadResult", "langevin", "openmm_md", "openmm_wtmetad"]
+__all__ = ["LangevinResult", "MetadResult", "check_metad", "langevin", "openmm_md", "openmm_wtmetad"]
 
 
 @dataclass(frozen=True)
@@ -98,11 +98,8 @@ def _simulation(prmtop: str | Path, inpcrd: str | Path, *, solvent, temperature,
     import openmm
     from openmm import app, unit
 
-    for name, p in (("prmtop", prmtop), ("inpcrd", inpcrd)):
-        if not Path(p).is_file():
-            raise FileNotFoundError(f"{name}: file not found: {p}")
-    top = app.AmberPrmtopFile(str(prmtop))
-    crd = app.AmberInpcrdFile(str(inpcrd))
+    top = read_prmtop(prmtop)
+    positions = read_inpcrd(inpcrd, top.topology.getNumAtoms()) * unit.nanometer
     implicit = getattr(app, solvent) if solvent else None
     system = top.createSystem(nonbondedMethod=app.NoCutoff, constraints=app.HBonds, implicitSolvent=implicit)
     integ = openmm.LangevinMiddleIntegrator(temperature * unit.kelvin, 1.0 / unit.picosecond, 2.0 * unit.femtosecond)
@@ -111,7 +108,7 @@ def _simulation(prmtop: str | Path, inpcrd: str | Path, *, solvent, temperature,
     props = {"Threads": "1"} if platform == "CPU" else {}
     prepared = None if prepare is None else prepare(system)
     sim = app.Simulation(top.topology, system, integ, plat, props)
-    sim.context.setPositions(crd.positions)
+    sim.context.setPositions(positions)
     sim.context.setVelocitiesToTemperature(temperature * unit.kelvin, _openmm_seed(seed))
     return sim, prepared
 
@@ -127,6 +124,16 @@ def _torsion_force(indices):
 def _record_cvs(positions_nm: np.ndarray) -> np.ndarray:
     x = torch.as_tensor(positions_nm, dtype=torch.float64).reshape(1, -1)
     return np.array([float(TorsionCV(PHI)(x)), float(TorsionCV(PSI)(x))])
+
+
+def check_metad(*, steps: int, bias_factor: float, height: float, record_every: int = 100) -> None:
+    """`openmm_wtmetad`'s checks of its settings (a ValueError naming the argument), to run before any file is read."""
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < record_every:
+        raise ValueError(f"steps: expected at least record_every={record_every} MD steps, got {steps!r}")
+    if not (math.isfinite(bias_factor) and bias_factor > 1):
+        raise ValueError(f"bias_factor: expected a finite well-tempered bias factor > 1, got {bias_factor!r}")
+    if not (math.isfinite(height) and height > 0):
+        raise ValueError(f"height: expected a positive hill height in kJ/mol, got {height!r}")
 
 
 def openmm_wtmetad(
@@ -146,12 +153,7 @@ def openmm_wtmetad(
     platform: str = "CPU",
 ) -> MetadResult:
     """OpenMM well-tempered metadynamics over (phi, psi), 2 fs LangevinMiddle, HBonds; FES from getFreeEnergy()."""
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < record_every:
-        raise ValueError(f"steps: expected at least record_every={record_every} MD steps, got {steps!r}")
-    if not (math.isfinite(bias_factor) and bias_factor > 1):
-        raise ValueError(f"bias_factor: expected a finite well-tempered bias factor > 1, got {bias_factor!r}")
-    if not (math.isfinite(height) and height > 0):
-        raise ValueError(f"height: expected a positive hill height in kJ/mol, got {height!r}")
+    check_metad(steps=steps, bias_factor=bias_factor, height=height, record_every=record_every)
     from openmm import app, unit
 
     def metadynamics(system):
