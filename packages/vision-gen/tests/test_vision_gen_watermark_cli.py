@@ -1,4 +1,5 @@
-"""`flowlab watermark keygen|embed|extract` round trip through key files, and a clear error for a corrupted key."""
+"""`flowlab watermark keygen|embed|extract` round trip through key files, a clear error for a corrupted key, and a
+key replaced only when asked (bad inputs: test_vision_gen_cli_bad_inputs.py)."""
 
 from __future__ import annotations
 
@@ -31,24 +32,13 @@ def test_keygen_embed_extract_round_trip(tmp_path):
     assert res.exit_code != 0 and "not valid JSON" in res.output
 
 
-def test_a_pickled_latents_file_is_refused_in_one_line(tmp_path):
-    """A .pt holding a Python object (it would run code if unpickled fully) gives one clean line, exit 2."""
-    import torch
-
-    run = CliRunner()
-    key, bad = tmp_path / "key", tmp_path / "bad.pt"
-    assert run.invoke(app, ["keygen", "--out", str(key), "--method", "spherical", "--latent", "1x16x16"]).exit_code == 0
-    torch.save({"payload": CliRunner}, bad)
-    res = run.invoke(app, ["extract", "--key", str(key), "--latents", str(bad)])
-    assert res.exit_code == 2 and "tensors" in res.output and "weights_only" not in res.output
-
-
-def test_out_of_range_counts_and_rates_fail_in_one_line(tmp_path):
+def test_keygen_replaces_a_key_only_with_overwrite(tmp_path):
     run = CliRunner()
     key = tmp_path / "key"
-    assert run.invoke(app, ["keygen", "--out", str(key), "--method", "spherical", "--latent", "1x16x16"]).exit_code == 0
-    for n in ("0", "-3"):
-        res = run.invoke(app, ["embed", "--key", str(key), "--out", str(tmp_path / "z.pt"), "--n", n])
-        assert res.exit_code == 2 and "--n" in res.output and not (tmp_path / "z.pt").exists(), res.output
-    res = run.invoke(app, ["extract", "--key", str(key), "--latents", str(tmp_path / "z.pt"), "--fpr", "1.5"])
-    assert res.exit_code == 2 and "--fpr" in res.output, res.output
+    args = ["keygen", "--out", str(key), "--latent", "1x16x16"]
+    assert run.invoke(app, args).exit_code == 0
+    before = (key / "tensors.safetensors").read_bytes()
+    res = run.invoke(app, [*args, "--seed", "1"])
+    assert res.exit_code == 2 and "--overwrite" in res.output and (key / "tensors.safetensors").read_bytes() == before
+    assert run.invoke(app, [*args, "--seed", "1", "--overwrite"]).exit_code == 0
+    assert (key / "tensors.safetensors").read_bytes() != before

@@ -9,29 +9,21 @@ from typing import Annotated
 
 import typer
 
-from flowlab.core.cli import claim_run_option, device_option
+from flowlab.core.cli import SEEDS, claim_run_option, device_option, option_error
+from flowlab.vision_gen.kit.cli import teacher_from_options
 
 app = typer.Typer(help="CMT: consistency mid-training, then consistency post-training.", no_args_is_help=True)
 
 _TEACHER_HELP = "Training steps of the kit's edm teacher (the shared cached one by default)."
 
 
-def _teacher_config(dim: int, depth: int, steps: int, device):
-    from flowlab.vision_gen.kit.teachers import TeacherConfig
-
-    for value, name in ((dim, "--teacher-dim"), (depth, "--teacher-depth"), (steps, "--teacher-steps")):
-        if value < 1:
-            raise typer.BadParameter(f"{name}: expected a positive integer, got {value}")
-    return TeacherConfig(family="edm", dim=dim, depth=depth, steps=steps, device=device.type)
-
-
-def _load(student: Path, device):
+def _load(student: Path, device, option: str = "--student"):
     from flowlab.vision_gen.cmt.store import load_student
 
     try:
         return load_student(student, device=device)
     except ValueError as err:
-        raise typer.BadParameter(str(err), param_hint="--student") from err
+        raise typer.BadParameter(str(err), param_hint=option) from err
 
 
 @app.command("mid-train")
@@ -49,7 +41,7 @@ def mid_train(
     teacher_dim: Annotated[int, typer.Option(help="Width of the kit teacher's ClassDiT.")] = 64,
     teacher_depth: Annotated[int, typer.Option(help="Blocks of the kit teacher's ClassDiT.")] = 4,
     teacher_steps: Annotated[int, typer.Option(help=_TEACHER_HELP)] = 4000,
-    seed: Annotated[int, typer.Option(help="Seed of the trajectories' noise and labels.")] = 0,
+    seed: Annotated[int, typer.Option(**SEEDS, help="Seed of the trajectories' noise and labels.")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
     overwrite: Annotated[bool, typer.Option(help="Replace a different run already in OUT.")] = False,
 ) -> None:
@@ -65,8 +57,9 @@ def mid_train(
         config = MidConfig(branch=branch, steps=steps, batch_size=batch_size, nfe=nfe, solver=solver, metric=metric,
                            lr=lr, seed=seed)  # fmt: skip
     except ValueError as err:
-        raise typer.BadParameter(str(err)) from err
-    teacher_config = _teacher_config(teacher_dim, teacher_depth, teacher_steps, dev)
+        raise option_error(err) from err
+    teacher_config = teacher_from_options(dev, family="edm", dim=teacher_dim, depth=teacher_depth,
+                                          steps=teacher_steps)  # fmt: skip
     spec = {"command": "vision cmt mid-train", "mid": config.to_dict(), "teacher": {**teacher_config.to_dict(),
             "device": None}}  # fmt: skip
     claim_run_option(out, spec, overwrite=overwrite)
@@ -91,7 +84,7 @@ def post_train(
     teacher_dim: Annotated[int, typer.Option(help="Width of the kit teacher's ClassDiT.")] = 64,
     teacher_depth: Annotated[int, typer.Option(help="Blocks of the kit teacher's ClassDiT.")] = 4,
     teacher_steps: Annotated[int, typer.Option(help=_TEACHER_HELP)] = 4000,
-    seed: Annotated[int, typer.Option(help="Seed of the data draws and (random init) the weights.")] = 0,
+    seed: Annotated[int, typer.Option(**SEEDS, help="Seed of the data draws and (random init) the weights.")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
     overwrite: Annotated[bool, typer.Option(help="Replace a different run already in OUT.")] = False,
 ) -> None:
@@ -109,12 +102,13 @@ def post_train(
         config = PostConfig(method=method, steps=steps, batch_size=batch_size, lr=lr, q=q, eval_every=eval_every,
                             seed=seed)  # fmt: skip
     except ValueError as err:
-        raise typer.BadParameter(str(err)) from err
+        raise option_error(err) from err
     if init in ("random", "diffusion"):
-        teacher_config, history = _teacher_config(teacher_dim, teacher_depth, teacher_steps, dev), {"init": init}
-        student = None
+        teacher_config = teacher_from_options(dev, family="edm", dim=teacher_dim, depth=teacher_depth,
+                                              steps=teacher_steps)  # fmt: skip
+        student, history = None, {"init": init}
     else:
-        student, teacher_config, history = _load(Path(init), dev)
+        student, teacher_config, history = _load(Path(init), dev, "--init")
         if (history["kind"] == "meanflow") != (method == "meanflow"):
             raise typer.BadParameter(f"--init: {init} holds a {history['kind']} student, which --method {method} "
                                      "does not train (mid-train --branch meanflow for meanflow)")  # fmt: skip
@@ -150,7 +144,7 @@ def evaluate(
     student: Annotated[Path, typer.Option(help="A folder written by mid-train or post-train.")],
     n: Annotated[int, typer.Option(help="Samples per step count (labels 0-9 in turn).")] = 1000,
     grid: Annotated[Path | None, typer.Option(help="Also save 1- and 2-step samples as a PNG grid here.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the noise.")] = 0,
+    seed: Annotated[int, typer.Option(**SEEDS, help="Seed of the noise.")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
 ) -> None:
     """1- and 2-step digits-FD (beside its real-vs-real floor) and class accuracy of a student, as JSON lines."""

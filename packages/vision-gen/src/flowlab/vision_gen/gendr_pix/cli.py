@@ -5,12 +5,13 @@ any size through a trained student)."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from flowlab.core.cli import claim_run_option, device_option
+from flowlab.core.cli import SEEDS, claim_run_option, device_option, option_error
 
 app = typer.Typer(help="GenDR-Pix: one-step super-resolution without a VAE.", no_args_is_help=True)
 
@@ -23,7 +24,13 @@ def _config(**fields):
     try:
         return GenDRConfig(**fields)
     except ValueError as err:
-        raise typer.BadParameter(str(err)) from err
+        raise option_error(err, {"teacher_steps": "--steps"}) from err
+
+
+def _cfg_weight(value: float) -> float:
+    if not (math.isfinite(value) and value >= 0):
+        raise typer.BadParameter(f"expected a finite omega >= 0, got {value}", param_hint="--cfg-weight")
+    return value
 
 
 def _load(folder: Path, name: str, device, hint: str = "--model"):
@@ -48,7 +55,7 @@ def train_teacher(
     pairs: Annotated[int, typer.Option(help="HR crops of the train photos in the pool.")] = 4096,
     crop: Annotated[int, typer.Option(help="HR crop side (a multiple of scale x shuffle factor).")] = 32,
     lr: Annotated[float, typer.Option(help="Adam learning rate.")] = 1e-3,
-    seed: Annotated[int, typer.Option(help="Seed of the crops, degradations and training.")] = 0,
+    seed: Annotated[int, typer.Option(**SEEDS, help="Seed of the crops, degradations and training.")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
     overwrite: Annotated[bool, typer.Option(help="Replace a different run already in OUT.")] = False,
 ) -> None:
@@ -91,7 +98,7 @@ def distill(
         config = replace(base, stage1_steps=stage1_steps, stage2_steps=stage2_steps, rand_pad=rand_pad,
                          fourier=fourier)  # fmt: skip
     except ValueError as err:
-        raise typer.BadParameter(str(err)) from err
+        raise option_error(err) from err
     claim_run_option(out, {"command": "vision sr distill", "config": config.to_dict()}, overwrite=overwrite)
     pairs = _pairs(config, seed=config.seed)
     one = distill_stage1(model, pairs, config, device=dev, progress=True, ckpt_dir=out / "ckpt" / "stage1")
@@ -106,7 +113,7 @@ def evaluate(
     n: Annotated[int, typer.Option(help="Held-out crops of the test photos.")] = 64,
     size: Annotated[int | None, typer.Option(help="HR crop side (default: the training crop).")] = None,
     cfg_weight: Annotated[float, typer.Option(help="PadCFG's omega for the student's padcfg row.")] = 1.5,
-    seed: Annotated[int, typer.Option(help="Seed of the held-out crops and degradations.")] = 100,
+    seed: Annotated[int, typer.Option(**SEEDS, help="Seed of the held-out crops and degradations.")] = 100,
     out: Annotated[Path | None, typer.Option(help="Also write the table as JSON here.")] = None,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
 ) -> None:
@@ -116,14 +123,17 @@ def evaluate(
     from flowlab.vision_gen.gendr_pix.store import saved_models
 
     dev = device_option(device)
+    if n < 1:
+        raise typer.BadParameter(f"expected at least one crop, got {n}", param_hint="--n")
+    _cfg_weight(cfg_weight)
+    if out is not None and out.suffix != ".json":
+        raise typer.BadParameter(f"expected a .json path, got {out}", param_hint="--out")
     try:
         names = saved_models(model)
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--model") from err
     loaded = {name: _load(model, name, dev) for name in names}
     config = next(iter(loaded.values()))[1]
-    if n < 1:
-        raise typer.BadParameter(f"expected at least one crop, got {n}", param_hint="--n")
     multiple, size = config.factor * config.scale, size or config.crop
     if size < multiple or size % multiple:
         raise typer.BadParameter(f"expected a positive multiple of {multiple}, got {size}", param_hint="--size")
@@ -185,6 +195,7 @@ def upscale(
     dev = device_option(device)
     if mode not in MODES:
         raise typer.BadParameter(f"expected one of {', '.join(MODES)}, got {mode!r}", param_hint="--mode")
+    _cfg_weight(cfg_weight)
     out = out or image.with_name(f"{image.stem}_x{scale}.png")
     if out.suffix.lower() not in _IMAGES:
         raise typer.BadParameter(f"expected a {', '.join(_IMAGES)} path, got {out}", param_hint="--out")
@@ -196,9 +207,11 @@ def upscale(
     student, config = _load(model, "stage2", dev)
     if scale != config.scale:
         raise typer.BadParameter(f"the model in {model} upscales by {config.scale}, got {scale}", param_hint="--scale")
-    if tile is not None and (tile < 4 * config.factor or 2 * overlap >= tile or overlap < 0):
-        raise typer.BadParameter(f"expected a tile >= {4 * config.factor} and 0 <= overlap < tile / 2, got "
-                                 f"tile={tile}, overlap={overlap}", param_hint="--tile")  # fmt: skip
+    if tile is not None and tile < 4 * config.factor:
+        raise typer.BadParameter(f"expected a tile >= {4 * config.factor}, got {tile}", param_hint="--tile")
+    if overlap < 0 or (tile is not None and 2 * overlap >= tile):
+        raise typer.BadParameter(f"expected 0 <= overlap < tile / 2, got overlap={overlap}, tile={tile}",
+                                 param_hint="--overlap")  # fmt: skip
     lq = _read_image(image).to(dev)
     y = run(student, lq, scale=scale, factor=config.factor, mode=mode, weight=cfg_weight, tile=tile, overlap=overlap)
     pixels = y[0].add(1).mul(127.5).round().clamp(0, 255).byte().permute(1, 2, 0).cpu().numpy()

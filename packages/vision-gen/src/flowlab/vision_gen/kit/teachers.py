@@ -89,6 +89,12 @@ class TeacherConfig(Config):
             raise ValueError(f"family: expected one of {FAMILIES}, got {self.family!r}")
         if self.size not in (8, 16, 32):
             raise ValueError(f"size: expected 8, 16 or 32, got {self.size!r}")
+        for name in ("patch", "dim", "depth", "heads", "steps", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: expected a positive integer, got {getattr(self, name)!r}")
+        if self.dim % 4 or self.dim % self.heads:
+            raise ValueError(f"dim: expected a multiple of 4 (the 2-D positions) and of heads = {self.heads}, got "
+                             f"{self.dim!r}")  # fmt: skip
         if not 0 <= self.class_dropout < 1:
             raise ValueError(f"class_dropout: expected a probability in [0, 1), got {self.class_dropout!r}")
         if self.device not in ("cpu", "cuda", "mps"):

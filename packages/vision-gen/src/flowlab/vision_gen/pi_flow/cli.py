@@ -9,7 +9,8 @@ from typing import Annotated
 
 import typer
 
-from flowlab.core.cli import claim_run_option, device_option
+from flowlab.core.cli import SEEDS, claim_run_option, device_option, option_error
+from flowlab.vision_gen.kit.cli import teacher_from_options
 
 app = typer.Typer(help="pi-Flow: few-step policy students distilled by imitation.", no_args_is_help=True)
 
@@ -51,29 +52,26 @@ def distill(
     teacher_dim: Annotated[int, typer.Option(help="Width of the kit teacher's ClassDiT.")] = 64,
     teacher_depth: Annotated[int, typer.Option(help="Blocks of the kit teacher's ClassDiT.")] = 4,
     teacher_steps: Annotated[int, typer.Option(help="Training steps of the kit teacher.")] = 4000,
-    seed: Annotated[int, typer.Option(help="Seed of the student's initialisation and training draws.")] = 0,
+    seed: Annotated[int, typer.Option(**SEEDS, help="Seed of the student's initialisation and training draws.")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
     overwrite: Annotated[bool, typer.Option(help="Replace a different student already in OUT.")] = False,
 ) -> None:
     """Distil a student from the kit's rf digits teacher (the shared one by default, built into the cache on first
     use); resumes from OUT/ckpt when interrupted with the same options, refuses a different run in OUT unless
     --overwrite."""
-    from flowlab.vision_gen.kit.teachers import TeacherConfig, digits_teacher
+    from flowlab.vision_gen.kit.teachers import digits_teacher
     from flowlab.vision_gen.pi_flow.model import PiFlowConfig
     from flowlab.vision_gen.pi_flow.store import save_student
     from flowlab.vision_gen.pi_flow.train import distill_digits
 
     dev = device_option(device)
-    for value, name in ((steps, "--steps"), (teacher_dim, "--teacher-dim"), (teacher_depth, "--teacher-depth"),
-                        (teacher_steps, "--teacher-steps"), (components, "--components")):  # fmt: skip
-        _positive(value, name)
     try:
         config = PiFlowConfig(method=method, steps=steps, nfe=_nfes(nfe), components=components, guidance=guidance,
                               seed=seed)  # fmt: skip
-        teacher_config = TeacherConfig(family="rf", size=size, dim=teacher_dim, depth=teacher_depth,
-                                       steps=teacher_steps, device=dev.type)  # fmt: skip
     except ValueError as err:
-        raise typer.BadParameter(str(err)) from err
+        raise option_error(err) from err
+    teacher_config = teacher_from_options(dev, family="rf", size=size, dim=teacher_dim, depth=teacher_depth,
+                                          steps=teacher_steps)  # fmt: skip
     spec = {"command": "vision piflow distill", "pi_flow": config.to_dict(),
             "teacher": {**teacher_config.to_dict(), "device": None}}  # fmt: skip
     claim_run_option(out, spec, overwrite=overwrite)
@@ -90,7 +88,7 @@ def sample(
     nfe: Annotated[int, typer.Option(help="Network calls.")] = 2,
     n: Annotated[int, typer.Option(help="Number of samples (labels 0-9 in turn).")] = 100,
     temperature: Annotated[float, typer.Option(help="GM temperature on every step but the last.")] = 1.0,
-    seed: Annotated[int, typer.Option(help="Seed of the initial noise.")] = 0,
+    seed: Annotated[int, typer.Option(**SEEDS, help="Seed of the initial noise.")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
 ) -> None:
     """Class-conditional samples of a student in NFE network calls."""
@@ -110,7 +108,7 @@ def sample(
         x = sample_piflow(model, noise, nfe=nfe, temperature=temperature, substeps_per_unit=config.substeps_per_unit,
                           y=(torch.arange(n) % 10).to(dev)).clamp(-1, 1).cpu()  # fmt: skip
     except ValueError as err:
-        raise typer.BadParameter(str(err)) from err
+        raise option_error(err) from err
     out.parent.mkdir(parents=True, exist_ok=True)
     save_image_grid(out, x)
     torch.save(x, out.with_suffix(".pt"))
@@ -123,7 +121,7 @@ def evaluate(
     nfe: Annotated[str, typer.Option(help="NFEs to measure, e.g. 1,2,4.")] = "1,2,4",
     n: Annotated[int, typer.Option(help="Samples per NFE (labels 0-9 in turn).")] = 1000,
     teacher_steps: Annotated[int, typer.Option(help="Euler steps of the reference teacher samples.")] = 50,
-    seed: Annotated[int, typer.Option(help="Seed of the noise.")] = 0,
+    seed: Annotated[int, typer.Option(**SEEDS, help="Seed of the noise.")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
 ) -> None:
     """Quality, diversity and teacher alignment of a student at each NFE, as JSON lines."""

@@ -18,6 +18,7 @@ paper trains one student per NFE; segments here are drawn from all the configure
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -75,6 +76,8 @@ class PiFlowConfig(Config):
                      "batch_size"):  # fmt: skip
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: expected a positive integer, got {getattr(self, name)!r}")
+        if not math.isfinite(self.guidance):
+            raise ValueError(f"guidance: expected a finite number, got {self.guidance!r}")
         if not self.nfe or any(n < 1 for n in self.nfe):
             raise ValueError(f"nfe: expected positive step counts, got {self.nfe!r}")
         if not 0 <= self.gm_dropout < 1:

@@ -9,14 +9,17 @@ from typing import Annotated
 
 import typer
 
-from flowlab.core.cli import claim_run_option, device_option
+from flowlab.core.cli import SEEDS, claim_run_option, device_option, option_error
 
 app = typer.Typer(help="SFBD-OMNI: a clean distribution from corrupted samples.", no_args_is_help=True)
 
 _OBSERVATIONS = (".pt", ".npy", ".safetensors")
+_SIZE = 8  # the digits' side
 
 
 def _corruption_spec(corruption: str, p: float, sigma: float, k: int, keep: int, noise_std: float):
+    import torch
+
     from flowlab.vision_gen.kit.corruptions import make_corruption
 
     params = {"noise": {"sigma": sigma}, "mask": {"p": p}, "pool": {"k": k, "noise_std": noise_std},
@@ -24,9 +27,11 @@ def _corruption_spec(corruption: str, p: float, sigma: float, k: int, keep: int,
     if corruption not in params:
         raise typer.BadParameter(f"expected one of {', '.join(params)}, got {corruption!r}", param_hint="--corruption")
     try:
-        return (corruption, params[corruption]), make_corruption(corruption, **params[corruption])
+        corr = make_corruption(corruption, **params[corruption])
+        corr.sample(torch.zeros(1, 1, _SIZE, _SIZE), generator=torch.Generator())  # its sizes fit the digits
     except ValueError as err:
-        raise typer.BadParameter(str(err), param_hint="--corruption") from err
+        raise option_error(err, {"x": "--k"}) from err  # x: the image side is no multiple of the pooling size
+    return (corruption, params[corruption]), corr
 
 
 @app.command()
@@ -46,7 +51,7 @@ def run(
         float | None, typer.Option(help="lambda / (1 + lambda); default 0 if identifiable, else 0.2.")
     ] = None,
     online_gamma: Annotated[float | None, typer.Option(help="The online variant's refresh share.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the clean choice, the corruption and the training.")] = 0,
+    seed: Annotated[int, typer.Option(**SEEDS, help="Seed of the clean choice, the corruption and the training.")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
     overwrite: Annotated[bool, typer.Option(help="Replace a different run already in OUT.")] = False,
 ) -> None:
@@ -70,9 +75,9 @@ def run(
     try:
         config = SFBDConfig(rounds=rounds, pretrain_steps=pretrain_steps, steps_per_round=steps,
                             clean_weight=clean_weight, online_gamma=online_gamma, seed=seed)  # fmt: skip
-        data = corrupted_digits(corr, clean_count=clean, seed=seed)
+        data = corrupted_digits(corr, clean_count=clean, size=_SIZE, seed=seed)
     except ValueError as err:
-        raise typer.BadParameter(str(err)) from err
+        raise option_error(err, {"steps_per_round": "--steps", "clean_count": "--clean"}) from err
     if data.clean.shape[0] == 0 and config.weight_for(corr.identifiable) > 0:
         raise typer.BadParameter("a clean weight above 0 needs clean images; give --clean > 0", param_hint="--clean")
     spec_run = {"command": "vision sfbd run", "corruption": list(spec), "clean": clean, "seed": seed,
@@ -96,8 +101,17 @@ def run(
     typer.echo(f"wrote the posterior and {final.shape[0]} reconstructions to {out}")
 
 
-def _read_observations(path: Path):
+def _npy(path: Path):
+    """The array of a plain .npy file (numpy's own errors would advise loading pickles)."""
     import numpy as np
+
+    try:
+        return np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError):
+        raise ValueError("not a plain .npy array (empty, corrupt or pickled)") from None
+
+
+def _read_observations(path: Path):
     import torch
     from safetensors import SafetensorError
     from safetensors.torch import load_file
@@ -110,7 +124,7 @@ def _read_observations(path: Path):
         raise typer.BadParameter(f"{path} not found", param_hint="--observations")
     try:
         if path.suffix == ".npy":
-            y = torch.from_numpy(np.load(path, allow_pickle=False))
+            y = torch.from_numpy(_npy(path))
         elif path.suffix == ".safetensors":
             tensors = load_file(path)
             if len(tensors) != 1:
@@ -118,12 +132,7 @@ def _read_observations(path: Path):
             y = next(iter(tensors.values()))
         else:
             y = load_weights(path, name="--observations")
-    except (
-        ValueError,
-        OSError,
-        EOFError,
-        SafetensorError,
-    ) as err:  # numpy's empty file is an EOFError (click: "Aborted!")
+    except (ValueError, OSError, SafetensorError) as err:
         raise typer.BadParameter(f"cannot read {path}: {err}", param_hint="--observations") from err
     if not isinstance(y, torch.Tensor) or not y.is_floating_point():
         raise typer.BadParameter(f"{path} does not hold one float tensor", param_hint="--observations")
@@ -135,7 +144,7 @@ def restore(
     model: Annotated[Path, typer.Option(help="A folder written by `run`.")],
     observations: Annotated[Path, typer.Option(help="Observations (N, C_y, H, W) as .pt, .npy or .safetensors.")],
     out: Annotated[Path, typer.Option(help="Output .pt of posterior samples (a .png grid beside it).")],
-    seed: Annotated[int, typer.Option(help="Seed of the posterior sampling.")] = 0,
+    seed: Annotated[int, typer.Option(**SEEDS, help="Seed of the posterior sampling.")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
 ) -> None:
     """Posterior samples x ~ u(. | y) of the posterior in MODEL for each observation, observations in the shape its
@@ -156,10 +165,10 @@ def restore(
     y = _read_observations(observations)
     want = (corruption.observation_channels(posterior.image_shape[0]), *posterior.image_shape[1:])
     if y.dim() != 4 or tuple(y.shape[1:]) != want:
-        raise typer.BadParameter(f"expected (N, {', '.join(map(str, want))}) for {corruption!r}, got "
-                                 f"{tuple(y.shape)}", param_hint="--observations")  # fmt: skip
+        raise typer.BadParameter(f"{observations}: expected (N, {', '.join(map(str, want))}) for {corruption!r}, "
+                                 f"got {tuple(y.shape)}", param_hint="--observations")  # fmt: skip
     if not bool(torch.isfinite(y).all()):
-        raise typer.BadParameter("contains NaN or inf values", param_hint="--observations")
+        raise typer.BadParameter(f"{observations} contains NaN or inf values", param_hint="--observations")
     x = reconstruct(posterior, y.to(dev), corruption, config, generator=torch.Generator().manual_seed(seed)).cpu()
     out.parent.mkdir(parents=True, exist_ok=True)
     torch.save(x, out)

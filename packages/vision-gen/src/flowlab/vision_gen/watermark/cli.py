@@ -13,12 +13,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from flowlab.core.cli import SEEDS, load_weights_option, option_error
+
 if TYPE_CHECKING:
     import torch
 
 app = typer.Typer(help="Latent watermarks for diffusion models: Spherical Watermark, Gaussian Shading, Tree-Ring.")
 
 _METHODS = ("spherical", "gaussian_shading", "tree_ring")
+_KEY_FILES = ("key.json", "tensors.safetensors")
+_EVAL_LATENTS = ((4, 64, 64), (1, 16, 16))
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -34,17 +38,20 @@ def _shape(text: str) -> tuple[int, ...]:
 def _load_tensor(path: Path, name: str) -> torch.Tensor:
     import torch
 
-    from flowlab.core.train import load_weights
-
-    if not path.is_file():
-        raise typer.BadParameter(f"{name}: file {path} not found")
-    try:
-        obj = load_weights(path, map_location="cpu", name=name)
-    except ValueError as err:
-        raise typer.BadParameter(str(err)) from err
+    obj = load_weights_option(path, name, map_location="cpu")
     if not isinstance(obj, torch.Tensor):
-        raise typer.BadParameter(f"{name}: {path} does not hold a single tensor")
+        raise typer.BadParameter(f"{path} does not hold a single tensor", param_hint=name)
     return obj
+
+
+def _free_key_folder(out: Path, overwrite: bool) -> None:
+    """Refuse to write a key over a file, or over a key unless `overwrite` (the images watermarked with the old key
+    could no longer be extracted)."""
+    if out.exists() and not out.is_dir():
+        raise typer.BadParameter(f"{out} is a file; expected a key folder", param_hint="--out")
+    if not overwrite and any((out / name).exists() for name in _KEY_FILES):
+        raise typer.BadParameter(f"{out} already holds a key (the images watermarked with it need it); pass "
+                                 "--overwrite to replace it or choose another folder", param_hint="--out")  # fmt: skip
 
 
 def _key(path: Path):
@@ -61,15 +68,18 @@ def keygen(
     out: Annotated[Path, typer.Option(help="Key folder to write.")],
     method: Annotated[str, typer.Option(help="spherical | gaussian_shading | tree_ring")] = "spherical",
     latent: Annotated[str, typer.Option(help="Latent shape, e.g. 4x64x64.")] = "4x64x64",
-    seed: Annotated[int, typer.Option(help="Key seed.")] = 0,
-    message_bits: Annotated[int, typer.Option(help="Spherical: l_m (default 512 for 4x64x64, 32 otherwise).")] = 0,
-    repetitions: Annotated[int, typer.Option(help="Spherical: N (odd).")] = 0,
-    block_size: Annotated[int, typer.Option(help="Spherical: rotation block l_c (0 = floor(sqrt(l_x))).")] = 0,
+    seed: Annotated[int, typer.Option(**SEEDS, help="Key seed.")] = 0,
+    message_bits: Annotated[
+        int, typer.Option(min=0, help="Spherical: l_m (default 512 for 4x64x64, 32 otherwise).")
+    ] = 0,
+    repetitions: Annotated[int, typer.Option(min=0, help="Spherical: N (odd).")] = 0,
+    block_size: Annotated[int, typer.Option(min=0, help="Spherical: rotation block l_c (0 = floor(sqrt(l_x))).")] = 0,
     message_shape: Annotated[str, typer.Option(help="Gaussian Shading: message block, e.g. 4x8x8.")] = "",
     key_mode: Annotated[str, typer.Option(help="Gaussian Shading: fixed | per_image.")] = "per_image",
-    radius: Annotated[int, typer.Option(help="Tree-Ring: ring radius.")] = 10,
+    radius: Annotated[int, typer.Option(min=1, help="Tree-Ring: ring radius.")] = 10,
+    overwrite: Annotated[bool, typer.Option(help="Replace a key already in OUT.")] = False,
 ) -> None:
-    """Draw a watermark key from a seed and save it as a folder."""
+    """Draw a watermark key from a seed and save it as a folder; a key already there is kept unless --overwrite."""
     from flowlab.vision_gen.watermark import (
         GaussianShading,
         GaussianShadingConfig,
@@ -80,6 +90,7 @@ def keygen(
     )
 
     shape = _shape(latent)
+    _free_key_folder(out, overwrite)
     try:
         if method == "spherical":
             if shape == (4, 64, 64) and not (message_bits or repetitions):
@@ -101,7 +112,7 @@ def keygen(
         else:
             raise typer.BadParameter(f"--method: expected one of {_METHODS}, got {method!r}")
     except ValueError as err:
-        raise typer.BadParameter(str(err)) from err
+        raise option_error(err, {"latent_shape": "--latent"}) from err
     wm.save(out)
     typer.echo(f"wrote {method} key for latents {shape} to {out}")
 
@@ -112,26 +123,33 @@ def embed(
     out: Annotated[Path, typer.Option(help="Output .pt of watermarked latents (B, *latent_shape).")],
     messages: Annotated[Path | None, typer.Option(help=".pt of (B, l_m) bits; default random.")] = None,
     n: Annotated[int, typer.Option(min=1, help="Number of latents when --messages is not given.")] = 1,
-    seed: Annotated[int, typer.Option(help="Seed of the per-image randomness.")] = 0,
+    seed: Annotated[int, typer.Option(**SEEDS, help="Seed of the per-image randomness.")] = 0,
 ) -> None:
     """Watermarked initial latents (use them as the sampler's x_T, e.g. pipe(..., latents=...))."""
     import torch
 
     from flowlab.vision_gen.watermark import GaussianShading, TreeRing
 
+    if out.suffix != ".pt":
+        raise typer.BadParameter(f"expected a .pt path, got {out}", param_hint="--out")
     wm = _key(key)
     g = torch.Generator().manual_seed(seed)
-    if isinstance(wm, TreeRing):
-        z = wm.embed(n if messages is None else _load_tensor(messages, "--messages").shape[0], generator=g)
-    else:
-        m = _load_tensor(messages, "--messages") if messages else torch.randint(0, 2, (n, wm.message_bits), generator=g)
-        if isinstance(wm, GaussianShading):
-            nonces = wm.new_nonces(m.shape[0], generator=g)
-            z = wm.embed(m, generator=g, nonces=nonces)
-            torch.save(nonces, out.with_suffix(".nonces.pt"))
+    m = _load_tensor(messages, "--messages") if messages else None
+    beside = {}
+    try:
+        if isinstance(wm, TreeRing):
+            z = wm.embed(n if m is None else m.shape[0], generator=g)
         else:
-            z = wm.embed(m, generator=g)
-        torch.save(m, out.with_suffix(".messages.pt"))
+            beside["messages"] = m = torch.randint(0, 2, (n, wm.message_bits), generator=g) if m is None else m
+            if isinstance(wm, GaussianShading):
+                beside["nonces"] = wm.new_nonces(m.shape[0], generator=g)
+                z = wm.embed(m, generator=g, nonces=beside["nonces"])
+            else:
+                z = wm.embed(m, generator=g)
+    except ValueError as err:
+        raise option_error(err) from err
+    for name, value in beside.items():
+        torch.save(value, out.with_suffix(f".{name}.pt"))
     torch.save(z, out)
     typer.echo(f"wrote {tuple(z.shape)} latents to {out}")
 
@@ -151,25 +169,28 @@ def extract(
 
     wm = _key(key)
     z = _load_tensor(latents, "--latents")
-    if isinstance(wm, TreeRing):
-        typer.echo(json.dumps({"distance": wm.distance(z).tolist()}))
-        return
     kw = {"nonces": _load_tensor(nonces, "--nonces")} if isinstance(wm, GaussianShading) and nonces else {}
+    m = _load_tensor(message, "--message") if message is not None and not isinstance(wm, TreeRing) else None
     try:
-        res = wm.extract(z, **kw)
-        report = {"bits": ["".join(map(str, row.tolist())) for row in res.bits]}
-        if message is not None:
-            m = _load_tensor(message, "--message")
-            det = wm.detect(z, m, fpr=fpr, **kw)
-            report.update(
-                matches=det.matches.tolist(),
-                threshold=det.threshold,
-                detected=det.detected.tolist(),
-                p_value=det.p_value.tolist(),
-            )
+        report = {"distance": wm.distance(z).tolist()} if isinstance(wm, TreeRing) else _decode(wm, z, m, fpr, kw)
     except ValueError as err:
-        raise typer.BadParameter(str(err)) from err
+        raise option_error(err, {"messages": "--message"}) from err
     typer.echo(json.dumps(report))
+
+
+def _decode(wm, z: torch.Tensor, message: torch.Tensor | None, fpr: float, kw: dict) -> dict:
+    """The bits decoded from latents `z` and, given the expected `message`, the detection against it."""
+    res = wm.extract(z, **kw)
+    report = {"bits": ["".join(map(str, row.tolist())) for row in res.bits]}
+    if message is not None:
+        det = wm.detect(z, message, fpr=fpr, **kw)
+        report.update(
+            matches=det.matches.tolist(),
+            threshold=det.threshold,
+            detected=det.detected.tolist(),
+            p_value=det.p_value.tolist(),
+        )
+    return report
 
 
 @app.command()
@@ -179,7 +200,7 @@ def evaluate(
     message: Annotated[str, typer.Option(help="Spherical: random | fixed (shortcut for the scheme).")] = "random",
     n: Annotated[int, typer.Option(min=2, help="Samples for the statistics.")] = 1000,
     latent: Annotated[str, typer.Option(help="4x64x64 or 1x16x16.")] = "4x64x64",
-    seed: Annotated[int, typer.Option()] = 0,
+    seed: Annotated[int, typer.Option(**SEEDS)] = 0,
 ) -> None:
     """Noise-level Gaussianity statistics or embed/extract speed; prints JSON."""
     import torch
@@ -191,11 +212,16 @@ def evaluate(
         return
     if protocol != "stats":
         raise typer.BadParameter(f"--protocol: expected stats or speed, got {protocol!r}")
+    if message not in ("random", "fixed"):
+        raise typer.BadParameter(f"expected random or fixed, got {message!r}", param_hint="--message")
+    shape = _shape(latent)
+    if shape not in _EVAL_LATENTS:
+        raise typer.BadParameter(f"expected 4x64x64 or 1x16x16, got {latent!r}", param_hint="--latent")
     if scheme == "spherical":
         scheme = f"spherical_{message}"
     schemes = SCHEMES if scheme == "all" else (scheme,)
     if any(s not in SCHEMES for s in schemes):
         raise typer.BadParameter(f"--scheme: expected one of {SCHEMES} or 'all', got {scheme!r}")
     g = torch.Generator().manual_seed(seed)
-    table = statistics_table(n, _shape(latent), seed=seed, generator=g, schemes=schemes)
+    table = statistics_table(n, shape, seed=seed, generator=g, schemes=schemes)
     typer.echo(json.dumps(table, indent=2))

@@ -16,4 +16,7 @@ def load_key(path: str | os.PathLike[str]) -> LatentWatermark:
     classes = {c.method: c for c in (SphericalWatermark, GaussianShading, TreeRing)}
     if method not in classes:
         raise ValueError(f"key: unknown watermark method {method!r} in {path}")
-    return classes[method].load(path)
+    try:
+        return classes[method].load(path)
+    except (KeyError, TypeError, ValueError) as err:  # a config or tensors that do not make a key of the method
+        raise ValueError(f"key: {path} is not a valid {method} key: {str(err).removeprefix('key: ')}") from err
