@@ -83,14 +83,6 @@ def test_metad_settings_are_checked_before_openmm_runs():
             openmm_wtmetad("missing.prmtop", "missing.inpcrd", **kw)
 
 
-def test_reports_write_unreached_basins_as_null_so_the_json_stays_valid():
-    from flowlab.molecular.wt_asbs.cli import finite_json
-
-    report = {"dF": math.nan, "fractions": {"a": math.inf, "b": 0.5}, "counts": [1, -math.inf]}
-    text = json.dumps(finite_json(report), allow_nan=False)
-    assert json.loads(text) == {"dF": None, "fractions": {"a": None, "b": 0.5}, "counts": [1, None]}
-
-
 def test_evaluate_refuses_a_config_without_its_keys(tmp_path):
     runner = CliRunner()
     (tmp_path / "config.json").write_text(json.dumps({"method": "asbs", "kT": 1.0}))

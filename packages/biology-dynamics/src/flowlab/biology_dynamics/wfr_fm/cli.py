@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
 from flowlab.biology_dynamics.wfr_fm.names import METHODS
-from flowlab.core.cli import SEEDS, claim_run_option, device_option, option_error
+from flowlab.core.cli import SEEDS, claim_run_option, device_option, json_text, option_error
 
 if TYPE_CHECKING:
     import anndata as ad
@@ -171,7 +170,7 @@ def evaluate_cmd(
     except (ValueError, FileNotFoundError) as err:
         raise option_error(err, ctx=ctx, default="DATA", options=ALIASES) from err
     if as_json:
-        typer.echo(json.dumps([r.__dict__ for r in rows], indent=2))
+        typer.echo(json_text([r.__dict__ for r in rows], indent=2))
     else:
         typer.echo(f"{'time':>6} {'W1':>8} {'TMV':>8} {'mass':>8} {'true':>8}  held-out")
         for r in rows:

@@ -10,14 +10,13 @@ A run folder holds model.pt (the EMA weights, tensors only), config.json and fit
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from flowlab.core.cli import SEEDS
+from flowlab.core.cli import SEEDS, json_text
 
 if TYPE_CHECKING:
     import torch
@@ -261,7 +260,7 @@ def evaluate(
         result["nll"] = value
         if ds.density is not None:
             result["kl"] = float(ds.density.log_prob(ds.test.double()).mean()) + value
-    text = json.dumps({k: (v if not isinstance(v, float) or math.isfinite(v) else None) for k, v in result.items()})
+    text = json_text(result)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text + "\n")

@@ -8,12 +8,11 @@ Every option, model and rollout is checked before a scene is read, and the scene
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from flowlab.core.cli import SEEDS
+from flowlab.core.cli import SEEDS, json_text
 from flowlab.crowd_sim.envsocial_diff.names import ABLATIONS, SAMPLERS
 from flowlab.crowd_sim.names import FRAMES, SCENES
 
@@ -213,7 +212,7 @@ def evaluate_cmd(
         typer.echo(f"replica {r}: " + ", ".join(f"{k} {v:.4g}" for k, v in row.items()))
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"rollout": str(rollout), "replicas": rows}, indent=2))
+        out.write_text(json_text({"rollout": str(rollout), "replicas": rows}, indent=2))
         typer.echo(f"wrote {out}")
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from flowlab.core.cli import SEEDS
+from flowlab.core.cli import SEEDS, json_text
 from flowlab.molecular.wt_asbs.names import TOYS
 
 if TYPE_CHECKING:
@@ -118,18 +118,7 @@ def sample(
         "train_seconds": log.seconds,
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))
-    typer.echo(json.dumps(config))
-
-
-def finite_json(value):
-    """`value` with every non-finite float (a basin no sample reached) as None, so the report is valid JSON."""
-    if isinstance(value, dict):
-        return {k: finite_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite_json(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+    typer.echo(json_text(config))
 
 
 @app.command()
@@ -173,7 +162,7 @@ def metad(
         "seconds": res.seconds,
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))
-    typer.echo(json.dumps(config))
+    typer.echo(json_text(config))
 
 
 def _config_problem(cfg: object) -> str | None:
@@ -306,7 +295,7 @@ def evaluate(
         fes = _run_tensors(run / "fes.pt", {"fes": ("G", "G")})["fes"].numpy()
         report = {"method": method, "system": "aldp", "energy_evals": cfg["energy_evals"]}
         report.update({f"{k}_kjmol": v for k, v in basin_df_from_fes(fes, cfg["kT"]).items()})
-        typer.echo(json.dumps(finite_json(report)))
+        typer.echo(json_text(report))
         return
     data = _samples(run, cfg["system"])
     s = data["cvs"].double()
@@ -327,4 +316,4 @@ def evaluate(
         pot = make_toy(cfg["system"])
         report["dF_kT"] = delta_f_from_samples(s[:, 0], a, b, weights=w)
         report["basins_found"], report["basin_counts"] = basin_coverage(data["x"], pot.minima, pot.basin_radius)
-    typer.echo(json.dumps(finite_json(report)))
+    typer.echo(json_text(report))

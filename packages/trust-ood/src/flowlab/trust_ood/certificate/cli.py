@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 
 import typer
 
-from flowlab.core.cli import claim_run_option, device_option
+from flowlab.core.cli import claim_run_option, device_option, json_text
 from flowlab.trust_ood.certificate.names import FAMILIES, METHODS, PDES, REGRESSORS, VARIANTS
 
 app = typer.Typer(help="Joint-likelihood certificates of trust for PDE regression (JLBC).", no_args_is_help=True)
@@ -134,4 +133,4 @@ def evaluate(
     typer.echo(", ".join(f"{k}={v:.3f}" for k, v in latency.items()))
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"tables": result.tables, "latency": latency, "id_error": result.id_error}, indent=2))
+        out.write_text(json_text({"tables": result.tables, "latency": latency, "id_error": result.id_error}, indent=2))

@@ -3,13 +3,12 @@ post-training a consistency model from a chosen initialisation, and its 1- and 2
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from flowlab.core.cli import SEEDS, claim_run_option, device_option, option_error
+from flowlab.core.cli import SEEDS, claim_run_option, device_option, json_text, option_error
 from flowlab.vision_gen.kit.cli import teacher_from_options
 
 app = typer.Typer(help="CMT: consistency mid-training, then consistency post-training.", no_args_is_help=True)
@@ -125,7 +124,7 @@ def post_train(
                  ckpt_dir=out / "ckpt")  # fmt: skip
     save_student(out, result.student, teacher_config, {**history, "post": config.to_dict()})
     if result.curve:
-        (out / "curve.json").write_text(json.dumps([{"step": s, **m} for s, m in result.curve], indent=1))
+        (out / "curve.json").write_text(json_text([{"step": s, **m} for s, m in result.curve], indent=1))
     typer.echo(f"wrote the {method} student ({history['init']} init) to {out}")
 
 
@@ -164,7 +163,7 @@ def evaluate(
     noise = torch.randn(n, 1, size, size, generator=torch.Generator().manual_seed(seed)).to(dev)
     row = few_step_quality(model, labels, noise, seed=seed)
     for k in (1, 2):
-        typer.echo(json.dumps({"init": history.get("init"), "steps": k, "fd": row[f"fd_{k}step"],
+        typer.echo(json_text({"init": history.get("init"), "steps": k, "fd": row[f"fd_{k}step"],
                                "fd_floor": row["fd_floor"], "accuracy": row[f"acc_{k}step"]}))  # fmt: skip
     if grid is not None:
         grid.parent.mkdir(parents=True, exist_ok=True)

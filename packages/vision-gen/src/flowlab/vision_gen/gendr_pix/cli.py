@@ -4,14 +4,13 @@ any size through a trained student)."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from flowlab.core.cli import SEEDS, claim_run_option, device_option, option_error
+from flowlab.core.cli import SEEDS, claim_run_option, device_option, json_text, option_error
 
 app = typer.Typer(help="GenDR-Pix: one-step super-resolution without a VAE.", no_args_is_help=True)
 
@@ -145,10 +144,10 @@ def evaluate(
     for name, (m, mode, weight) in rows.items():
         images = outputs(m, test, factor=config.factor, mode=mode, weight=weight, device=dev)
         table[name] = sr_quality(images, test, period=config.factor)
-        typer.echo(json.dumps({"model": name, **table[name]}))
+        typer.echo(json_text({"model": name, **table[name]}))
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(table, indent=2))
+        out.write_text(json_text(table, indent=2))
 
 
 def _read_image(path: Path):

@@ -3,13 +3,12 @@ rectified-flow digits teacher, sample it as a PNG grid, measure it against the t
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from flowlab.core.cli import SEEDS, claim_run_option, device_option, option_error
+from flowlab.core.cli import SEEDS, claim_run_option, device_option, json_text, option_error
 from flowlab.vision_gen.kit.cli import teacher_from_options
 
 app = typer.Typer(help="pi-Flow: few-step policy students distilled by imitation.", no_args_is_help=True)
@@ -144,4 +143,4 @@ def evaluate(
     for k in nfes:
         x = sample_piflow(model, noise, nfe=k, substeps_per_unit=config.substeps_per_unit, y=y).cpu()
         row = digits_measures(x, y.cpu(), reference, repeats=3, seed=seed)
-        typer.echo(json.dumps({"method": config.method, "nfe": k, **row}))
+        typer.echo(json_text({"method": config.method, "nfe": k, **row}))

@@ -3,13 +3,12 @@ images with SFBD-OMNI, and restore new observations with a saved posterior."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from flowlab.core.cli import SEEDS, claim_run_option, device_option, option_error
+from flowlab.core.cli import SEEDS, claim_run_option, device_option, json_text, option_error
 
 app = typer.Typer(help="SFBD-OMNI: a clean distribution from corrupted samples.", no_args_is_help=True)
 
@@ -87,9 +86,9 @@ def run(
 
     def record(k: int, pool: torch.Tensor) -> None:
         row = {"round": k, **distribution_measures(pool, data.reference, corruption=corr)}
-        log.write(json.dumps(row) + "\n")
+        log.write(json_text(row) + "\n")
         log.flush()
-        typer.echo(json.dumps(row))
+        typer.echo(json_text(row))
 
     with log:
         result = sfbd_omni(data.y, data.clean, corr, config, device=dev, progress=True, ckpt_dir=out / "ckpt",

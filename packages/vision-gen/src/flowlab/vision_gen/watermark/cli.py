@@ -7,13 +7,12 @@ are exchanged as .pt files holding one tensor (loaded with weights_only=True): l
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from flowlab.core.cli import SEEDS, load_weights_option, option_error
+from flowlab.core.cli import SEEDS, json_text, load_weights_option, option_error
 
 if TYPE_CHECKING:
     import torch
@@ -175,7 +174,7 @@ def extract(
         report = {"distance": wm.distance(z).tolist()} if isinstance(wm, TreeRing) else _decode(wm, z, m, fpr, kw)
     except ValueError as err:
         raise option_error(err, {"messages": "--message"}) from err
-    typer.echo(json.dumps(report))
+    typer.echo(json_text(report))
 
 
 def _decode(wm, z: torch.Tensor, message: torch.Tensor | None, fpr: float, kw: dict) -> dict:
@@ -208,7 +207,7 @@ def evaluate(
     from flowlab.vision_gen.watermark.evaluate import SCHEMES, speed_table, statistics_table
 
     if protocol == "speed":
-        typer.echo(json.dumps(speed_table(seed=seed), indent=2))
+        typer.echo(json_text(speed_table(seed=seed), indent=2))
         return
     if protocol != "stats":
         raise typer.BadParameter(f"--protocol: expected stats or speed, got {protocol!r}")
@@ -224,4 +223,4 @@ def evaluate(
         raise typer.BadParameter(f"--scheme: expected one of {SCHEMES} or 'all', got {scheme!r}")
     g = torch.Generator().manual_seed(seed)
     table = statistics_table(n, shape, seed=seed, generator=g, schemes=schemes)
-    typer.echo(json.dumps(table, indent=2))
+    typer.echo(json_text(table, indent=2))
