@@ -22,6 +22,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import warnings
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -216,7 +217,9 @@ def load_weights(path: str | os.PathLike[str], *, map_location: Any = None, name
     if not path.is_file():
         raise ValueError(f"{name}: {path} not found")
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # torch's note on a foreign pickle protocol, before the refusal below
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError:
         raise ValueError(
             f"{name}: {path} is corrupt or holds objects other than tensors; only plain weights are loaded"
