@@ -103,7 +103,7 @@ def scenarios_from_sources(root: Path = ROOT) -> tuple[list[Any], dict[str, str]
     """Every member's scenarios, found through the `flowlab.benchmarks` entry of its pyproject.toml; a package
     that fails to import is returned as (entry name -> the missing module or the error)."""
     found, failures = [], {}
-    for pyproject in sorted(root.glob("packages/*/pyproject.toml")):
+    for pyproject in [*sorted(root.glob("packages/*/pyproject.toml")), root / "tools" / "pyproject.toml"]:
         text = pyproject.read_text()
         section = text.split('[project.entry-points."flowlab.benchmarks"]', 1)
         if len(section) < 2:

@@ -177,6 +177,8 @@ def bench(
     out: Path = typer.Option(None, "--out", help="Output folder (default results/<timestamp>)."),
 ) -> None:
     """Run a suite of scenarios (the `default` one unless told) and write results.jsonl, report.md, report.html."""
+    if ctx.invoked_subcommand is not None:
+        return
     import flowlab.datasets as fd
     from flowlab.core.bench import SUITES
     from flowlab.tools.bench.discovery import SelectionError, discover, select
@@ -185,8 +187,6 @@ def bench(
     from flowlab.tools.bench.runner import build_artifact, required_artifacts, run_all
     from flowlab.tools.versions import git_commit, library_versions, member_versions
 
-    if ctx.invoked_subcommand is not None:
-        return
     if seeds < 1:
         fail(f"--seeds: expected a positive number of seeds, got {seeds}")
     if first_seed < 0:
@@ -194,6 +194,8 @@ def bench(
     jobs = default_jobs() if jobs is None else jobs
     if jobs < 1:
         fail(f"--jobs: expected at least 1 worker, got {jobs}")
+    if out is not None and (out.is_file() or (out / "results.jsonl").exists()):
+        fail(f"--out: {out} is a file or already holds a run's results.jsonl; choose another folder")
     found = discover()
     for name, message in found.failures.items():
         console.print(f"error: could not load the scenarios of {name}: {message}", highlight=False, markup=False)
@@ -265,8 +267,8 @@ def report(folder: Path = typer.Argument(..., help="A results folder holding res
 
     try:
         records = load_records(folder)
-    except FileNotFoundError as err:
-        fail(str(err))
+    except (FileNotFoundError, ValueError) as err:
+        fail(f"FOLDER: {err}")
     console.print(f"wrote {write_report(records, folder)}", highlight=False)
 
 

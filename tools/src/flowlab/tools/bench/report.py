@@ -33,7 +33,13 @@ def load_records(folder: Path) -> list[dict[str, Any]]:
     path = Path(folder) / "results.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"no results.jsonl in {folder}")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    try:
+        records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ValueError(f"{path} is corrupt: not one JSON record per line") from None
+    if not records or not all(isinstance(r, dict) and {"name", "seed", "status"} <= set(r) for r in records):
+        raise ValueError(f"{path} holds no benchmark records (empty, or lines without name, seed and status)")
+    return records
 
 
 def _present(values: Sequence[float]) -> list[float]:
