@@ -1,6 +1,7 @@
-"""One domain installed alone: a fresh environment with only the core, datasets, tools and flowlab-trust-ood (from
-the lock, offline, out of uv's cache) lists only its groups and runs the domain's smallest training command, so a
-dependency a domain imports but does not declare fails here and not on a user's machine."""
+"""One domain installed alone: a fresh environment with only the core, datasets, tools and flowlab-trust-ood (the
+lock's versions, offline, out of uv's cache: `uv sync --package` into another environment) lists only its groups
+and runs the domain's smallest training command, so a dependency a domain imports but does not declare fails here
+and not on a user's machine."""
 
 from __future__ import annotations
 
@@ -16,21 +17,19 @@ ROOT = Path(__file__).resolve().parents[1]
 MEMBERS = ("flowlab-tools", "flowlab-trust-ood")
 
 
-def _run(*args: str | Path, **kwargs) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "UV_PYTHON_DOWNLOADS": "never", "NO_COLOR": "1"}
-    out = subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env, cwd=ROOT, **kwargs)
+def _run(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "UV_PYTHON_DOWNLOADS": "never", "NO_COLOR": "1", **(env or {})}
+    out = subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env, cwd=ROOT)
     assert out.returncode == 0, f"{' '.join(map(str, args))}\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}"
     return out
 
 
 @pytest.mark.skipif(shutil.which("uv") is None, reason="uv is not installed (.ci/run installs it)")
 def test_trust_ood_alone_lists_its_group_and_trains(tmp_path):
-    requirements = tmp_path / "requirements.txt"
-    packages = [arg for name in MEMBERS for arg in ("--package", name)]
-    _run("uv", "export", "--locked", "--no-default-groups", "--no-hashes", "-q", *packages, "-o", requirements)
     venv = tmp_path / "venv"
-    _run("uv", "venv", "-q", venv, "--python", sys.executable)
-    _run("uv", "pip", "install", "-q", "--offline", "--python", venv / "bin/python", "-r", requirements)
+    packages = [arg for name in MEMBERS for arg in ("--package", name)]
+    _run("uv", "sync", "--locked", "--offline", "--no-default-groups", "-q", "--python", sys.executable, *packages,
+         env={"UV_PROJECT_ENVIRONMENT": str(venv)})  # fmt: skip
 
     listing = _run(venv / "bin/flowlab", "--help").stdout
     assert "trust" in listing and "manifold" in listing
