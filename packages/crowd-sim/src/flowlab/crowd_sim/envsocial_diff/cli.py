@@ -100,6 +100,7 @@ def train_cmd(
     import torch
 
     from flowlab.core.cli import claim_run_option, device_option, option_error
+    from flowlab.core.nets import seeded_init
     from flowlab.core.train import data_fingerprint
     from flowlab.crowd_sim.data import SPLITS
     from flowlab.crowd_sim.envsocial_diff.model import SIZES
@@ -127,19 +128,20 @@ def train_cmd(
         claim_run_option(ckpt_dir, spec, overwrite=overwrite, option="--ckpt-dir")
     try:
         config = scene_config(SIZES[size], ablation, scene)
-        model = EnvSocialDiff(config, device=device)
-        calibrate(model, windows)
-        frames = training_frames(model, scene, windows, stride=frame_stride)
-        if inits == 1:
-            train(model, scene, windows, train_config, generator=torch.Generator(device).manual_seed(seed),
-                  ckpt_dir=ckpt_dir, frames=frames)  # fmt: skip
-        else:
-            val = scene.windows[SPLITS[scene.name]["val"][0]]
-            model, scores = train_best_of(
-                lambda: EnvSocialDiff(config, device=device), scene, windows, val, train_config,
-                seeds=[seed * 1000 + j for j in range(inits)], frames=frames,
-            )  # fmt: skip
-            typer.echo("validation MAE per initialisation: " + ", ".join(f"{v:.3f}" for v in scores))
+        with seeded_init(seed):  # the initial weights and dropout come from --seed alone
+            model = EnvSocialDiff(config, device=device)
+            calibrate(model, windows)
+            frames = training_frames(model, scene, windows, stride=frame_stride)
+            if inits == 1:
+                train(model, scene, windows, train_config, generator=torch.Generator(device).manual_seed(seed),
+                      ckpt_dir=ckpt_dir, frames=frames)  # fmt: skip
+            else:
+                val = scene.windows[SPLITS[scene.name]["val"][0]]
+                model, scores = train_best_of(
+                    lambda: EnvSocialDiff(config, device=device), scene, windows, val, train_config,
+                    seeds=[seed * 1000 + j for j in range(inits)], frames=frames,
+                )  # fmt: skip
+                typer.echo("validation MAE per initialisation: " + ", ".join(f"{v:.3f}" for v in scores))
     except ValueError as err:
         raise typer.BadParameter(str(err)) from err
     typer.echo(f"saved {ablation} model to {model.save(out)} (residual scale {model.scale:.3f} m/s^2)")

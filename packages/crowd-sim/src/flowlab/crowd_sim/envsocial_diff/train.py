@@ -110,7 +110,8 @@ def train(
 
     The EMA weights end up in the model; returns the last phase's `FitResult`. `frames` (from `training_frames`,
     built after `calibrate`) reuses precomputed inputs. A batch handed to the core `fit` is a tensor of frame
-    indices (phase 1) or of rollout seeds (phase 2)."""
+    indices (phase 1) or of rollout seeds (phase 2). `ckpt_dir` gets each phase's checkpoints (phase 1's at epoch
+    ends), from which a rerun resumes bit-exactly."""
     if not windows:
         raise ValueError("windows: expected at least one training window")
     if frames is None and config.epochs:
@@ -144,6 +145,7 @@ def train(
             steps=config.epochs * per_epoch,
             generator=generator,
             ckpt_dir=None if ckpt_dir is None else f"{ckpt_dir}/teacher",
+            ckpt_every=per_epoch,  # at epoch ends only: a resume mid-epoch could not redraw the epoch's order
             log_every=max(1, per_epoch // 2),
             config={"phase": "teacher", "model": model.config.to_dict()},
             **common,

@@ -6,14 +6,16 @@ result = post_train(student, PostConfig(method="ect"), images, labels, device="c
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
 from flowlab.core.nets import ECMPreconditioner
-from flowlab.core.train import EMA, fit
+from flowlab.core.train import EMA, fit, latest_checkpoint
 from flowlab.core.train.loop import StepInfo
 from flowlab.vision_gen.cmt.meanflow import MeanFlowStudent, cmt_meanflow_loss, meanflow_post_loss, meanflow_student
 from flowlab.vision_gen.cmt.model import MidConfig, PostConfig, consistency_student
@@ -37,17 +39,29 @@ class TrainResult:
     curve: list[tuple[int, dict[str, float]]] = field(default_factory=list)
 
 
-def _measuring(result: TrainResult, evaluate: Evaluate | None, every: int, steps: int) -> tuple:
+def _measuring(
+    result: TrainResult, evaluate: Evaluate | None, every: int, steps: int, ckpt_dir: str | os.PathLike[str] | None
+) -> tuple:
     """The `fit` callbacks that append evaluate(EMA weights, step) to result.curve: now (step 0), every `every`
-    steps and at the last step; none without `evaluate`."""
+    steps and at the last step; none without `evaluate`. With `ckpt_dir` the curve is kept there too (curve.json,
+    rewritten at each point): a run resuming from a checkpoint takes up the points measured up to it."""
     if evaluate is None:
         return ()
-    result.curve.append((0, evaluate(result.student, 0)))
+    saved = None if ckpt_dir is None else Path(ckpt_dir) / "curve.json"
+    last = None if ckpt_dir is None else latest_checkpoint(ckpt_dir)
+    if last is not None and saved.is_file():
+        done = int(last.name.removeprefix("step-"))
+        result.curve.extend((step, row) for step, row in json.loads(saved.read_text()) if step <= done)
+    else:
+        result.curve.append((0, evaluate(result.student, 0)))
 
     def measure(info: StepInfo) -> None:
         if info.is_main and ((every and info.step % every == 0) or info.step == steps):
             with info.ema.swap() as averaged:
                 result.curve.append((info.step, evaluate(averaged, info.step)))
+            if saved is not None:
+                saved.parent.mkdir(parents=True, exist_ok=True)
+                saved.write_text(json.dumps(result.curve))
 
     return (measure,)
 
@@ -98,7 +112,7 @@ def mid_train(
     fit(student, loss, batches, steps=config.steps, optimizer=opt, lr_schedule=sched, ema=ema, device=device,
         generator=torch.Generator().manual_seed(config.seed), progress=progress, log_every=max(1, config.steps // 10),
         ckpt_dir=ckpt_dir, ckpt_every=max(1, config.steps // 4), config={"cmt_mid": config.to_dict()},
-        callbacks=_measuring(result, evaluate, eval_every, config.steps))  # fmt: skip
+        callbacks=_measuring(result, evaluate, eval_every, config.steps, ckpt_dir))  # fmt: skip
     ema.copy_to_model()
     return result
 
@@ -146,7 +160,7 @@ def post_train(
     ema = EMA(student, decay=config.ema_decay)
     fit(student, loss, batches, steps=config.steps, optimizer=opt, ema=ema, device=device,
         generator=torch.Generator().manual_seed(config.seed), progress=progress,
-        callbacks=_measuring(result, evaluate, config.eval_every, config.steps),
+        callbacks=_measuring(result, evaluate, config.eval_every, config.steps, ckpt_dir),
         log_every=max(1, config.steps // 10), ckpt_dir=ckpt_dir, ckpt_every=max(1, config.steps // 4),
         config={"cmt_post": config.to_dict()})  # fmt: skip
     ema.copy_to_model()

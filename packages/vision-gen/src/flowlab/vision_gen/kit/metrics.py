@@ -122,7 +122,8 @@ def digits_feature_net(
     artifact = feature_net_artifact(config)
     key = artifact.key()
     if key not in _NET:
-        net = DigitsFeatureNet()
+        with torch.random.fork_rng(devices=[]):  # the first call in a process leaves torch's global RNG as it was
+            net = DigitsFeatureNet()
         net.load_state_dict(torch.load(ensure(artifact).path / "weights.pt", map_location="cpu", weights_only=True))
         net.eval().requires_grad_(False)
         _NET[key] = net
