@@ -196,3 +196,35 @@ def test_every_help_of_a_group_loads_no_heavy_library(group):
     _, n_commands, *loaded = [line for line in out.stdout.splitlines() if line.startswith("@help-walk")][-1].split()
     assert int(n_commands) >= 2, f"flowlab {group}: no commands found"
     assert not loaded, f"flowlab {group} --help imports {loaded}"
+
+
+#: commands with --overwrite that write no run (nothing to resume)
+NOT_RUNS = {("watermark", "keygen")}
+
+
+def _commands(cmd, path):
+    """(path, click command) of every leaf command under `cmd`."""
+    ctx = cmd.context_class(cmd, info_name=path[-1])
+    if not hasattr(cmd, "list_commands"):
+        yield path, cmd
+        return
+    for name in cmd.list_commands(ctx):
+        yield from _commands(cmd.get_command(ctx, name), (*path, name))
+
+
+def test_every_training_command_has_the_same_resume_and_overwrite_flags():
+    """A command that claims a run folder takes both --resume and --overwrite, with the shared help texts, so
+    continuing, starting again and a fresh run (the default) are the same explicit choice in every group."""
+    from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP
+    from flowlab.tools.plugins import command_entry_points, load_command
+
+    found = []
+    for group, entry in sorted(command_entry_points().items()):
+        for path, cmd in _commands(load_command(entry), (group,)):
+            flags = {p.name: p for p in cmd.params}
+            if "overwrite" not in flags or path in NOT_RUNS:
+                continue
+            found.append(" ".join(path))
+            assert "resume" in flags, f"flowlab {' '.join(path)} has --overwrite but no --resume"
+            assert (flags["resume"].help, flags["overwrite"].help) == (RESUME_HELP, OVERWRITE_HELP), path
+    assert len(found) >= 14, found

@@ -154,6 +154,7 @@ def test_cells_commands_refuse_bad_input(runs, tmp_path):
                                   ("--use-rep", "X_pca"))]  # fmt: skip
     fit += [BadInput("shape", ["fit", str(courses["one_time.h5ad"]), *out], ["--time-key"]),
             BadInput("mixing", ["fit", course, "--iters", "3", "--out", model], ["--out", "another run"]),
+            BadInput("mixing", ["fit", course, "--iters", "2", "--batch", "8", "--out", model], ["--out", "--resume"]),
             BadInput("mixing", ["fit", course, "--out", str(runs["dna"])], ["--out", "another run"]),
             BadInput("mixing", ["fit", course, "--out", str(tmp_path / "foreign")], ["--out"]),
             BadInput("wrong_content", ["fit", course, "--out", course], ["--out"])]  # fmt: skip
@@ -232,9 +233,11 @@ def test_dna_commands_refuse_bad_input(runs, tmp_path):
     ]
     train += [BadInput("range", ["train", *out, "--length", "5"], ["--length"]),
               BadInput("range", ["train", *out, "--letters", "5"], ["--letters"]),
-              BadInput("range", ["train", "--out", str(runs["dna"]), *TOY, "--steps", "1"], ["--steps"]),
+              BadInput("range", ["train", "--out", str(runs["dna"]), *TOY, "--steps", "1", "--resume"], ["--steps"]),
               BadInput("nan", ["train", *out, *TOY, "--lr", "nan"], ["--lr"]),
               BadInput("mixing", ["train", "--out", str(runs["dna"]), *TOY, "--width", "32"], ["--out"]),
+              BadInput("mixing", ["train", "--out", str(runs["dna"]), *TOY, "--steps", "2"], ["--out", "--resume"]),
+              BadInput("mixing", ["train", "--out", str(runs["dna"]), *TOY, "--resume", "--overwrite"], ["not both"]),
               BadInput("mixing", ["train", "--out", str(runs["model"]), *TOY], ["--out"]),
               BadInput("mixing", ["train", "--out", str(tmp_path / "foreign"), *TOY], ["--out"]),
               BadInput("wrong_content", ["train", "--out", str(runs["course"]), *TOY], ["--out"])]  # fmt: skip

@@ -1,6 +1,6 @@
 """A resumed `flowlab dna train` run ends bit-identical to the uninterrupted run with the same settings and seed (in
 every domain); `flowlab cells fit` does not resume (it writes its model at the end), so an interrupted fit run again
-in its folder ends bit-identical to an uninterrupted one, and so does a rerun over a finished fit."""
+in its folder ends bit-identical to an uninterrupted one, and so does a rerun with --resume over a finished fit."""
 
 from __future__ import annotations
 
@@ -37,11 +37,12 @@ def _run(app, *args: str, code: int = 0) -> str:
 
 @pytest.mark.parametrize("domain", get_args(Domain))
 def test_dna_train_grown_to_more_steps_ends_as_the_uninterrupted_run(tmp_path, domain):
-    """`dna train --steps 3`, then `--steps 5` into the same folder, equals `--steps 5` in another folder: weights,
-    Adam state and RNG states (DDSM-lite draws its bank before the checkpoint restores the generator)."""
+    """`dna train --steps 3`, then `--steps 5 --resume` into the same folder, equals `--steps 5` in another folder:
+    weights, Adam state and RNG states (DDSM-lite draws its bank before the checkpoint restores the generator)."""
     args = [*TOY, "--domain", domain]
     _run(dna_app, *args, "--steps", "3", "--out", str(tmp_path / "a"))
-    _run(dna_app, *args, "--steps", "5", "--out", str(tmp_path / "a"))
+    assert "pass --resume" in _run(dna_app, *args, "--steps", "5", "--out", str(tmp_path / "a"), code=2)
+    _run(dna_app, *args, "--steps", "5", "--out", str(tmp_path / "a"), "--resume")
     _run(dna_app, *args, "--steps", "5", "--out", str(tmp_path / "b"))
     assert_same_tensors(tmp_path / "a", tmp_path / "b", "step-000000005/weights.pt")
 
@@ -50,15 +51,15 @@ def test_motif_run_resumes_bit_exactly(tmp_path):
     """The class-conditional motif task resumes as exactly as the toy tasks."""
     args = ["train", "--length", "40", "--width", "16", "--batch", "8"]
     _run(dna_app, *args, "--steps", "2", "--out", str(tmp_path / "a"))
-    _run(dna_app, *args, "--steps", "4", "--out", str(tmp_path / "a"))
+    _run(dna_app, *args, "--steps", "4", "--out", str(tmp_path / "a"), "--resume")
     _run(dna_app, *args, "--steps", "4", "--out", str(tmp_path / "b"))
     assert_same_tensors(tmp_path / "a", tmp_path / "b", "step-000000004/weights.pt")
 
 
 def test_an_interrupted_cells_fit_run_again_ends_as_the_uninterrupted_one(tmp_path, monkeypatch):
     """Ctrl-C at the fifth of ten training steps leaves no model; the same command in that folder trains from the
-    start to the weights of an uninterrupted fit, and so does a rerun over the finished fit. Other options are
-    refused."""
+    start to the weights of an uninterrupted fit, and so does a rerun with --resume over the finished fit. Other
+    options are refused."""
     rng = np.random.default_rng(0)
     n = [15, 25, 20]
     adata = ad.AnnData(X=rng.normal(size=(sum(n), 2)).astype(np.float32))
@@ -79,10 +80,11 @@ def test_an_interrupted_cells_fit_run_again_ends_as_the_uninterrupted_one(tmp_pa
         patch.setattr(objective, "matching_loss", interrupted)
         _run(cells_app, *args, "--out", str(tmp_path / "a"), code=130)
     assert [p.name for p in (tmp_path / "a").iterdir()] == ["run.json"]
-    _run(cells_app, *args, "--out", str(tmp_path / "a"))
+    _run(cells_app, *args, "--out", str(tmp_path / "a"))  # only run.json there: a fresh run
     _run(cells_app, *args, "--out", str(tmp_path / "b"))
     assert_same_tensors(tmp_path / "a", tmp_path / "b", "step-*/weights.pt")
     shutil.copytree(tmp_path / "a", tmp_path / "first")
-    _run(cells_app, *args, "--out", str(tmp_path / "a"))
+    assert "pass --resume" in _run(cells_app, *args, "--out", str(tmp_path / "a"), code=2)
+    _run(cells_app, *args, "--out", str(tmp_path / "a"), "--resume")
     assert_same_tensors(tmp_path / "a", tmp_path / "first", "step-*/weights.pt")
     assert "another run" in _run(cells_app, *args, "--seed", "1", "--out", str(tmp_path / "a"), code=2)

@@ -126,8 +126,8 @@ def test_fit_never_mixes_two_models_in_one_folder(tmp_path):
     _adata().write_h5ad(path)
     base = ["fit", str(path), "--time-key", "day", "--use-rep", "X_pca", "--batch", "16", "--out", str(tmp_path / "m")]
     runner = CliRunner()
-    for _ in range(2):
-        res = runner.invoke(cells_app, [*base, "--iters", "4"])
+    for again in ([], ["--resume"]):
+        res = runner.invoke(cells_app, [*base, "--iters", "4", *again])
         assert res.exit_code == 0, res.output
     res = runner.invoke(cells_app, [*base, "--iters", "6"])
     assert res.exit_code == 2 and "another run" in res.output and "--overwrite" in res.output, res.output

@@ -27,9 +27,13 @@ def _fails(*args: str) -> str:
 def test_toy_run_trains_resumes_samples_and_scores(tmp_path):
     run = str(tmp_path / "toy")
     _ok("train", "--out", run, *TOY, "--steps", "6")
-    _ok("train", "--out", run, *TOY, "--steps", "9")  # resumes from step 6
+    assert "pass --resume" in _fails("train", "--out", run, *TOY, "--steps", "9")
+    _ok("train", "--out", run, *TOY, "--steps", "9", "--resume")  # continues from step 6
     assert sorted(p.name for p in (tmp_path / "toy").glob("step-*")) == ["step-000000006", "step-000000009"]
     assert "only --steps may change" in _fails("train", "--out", run, *TOY[:-4], "--width", "32", "--steps", "9")
+    _ok("train", "--out", str(tmp_path / "over"), *TOY, "--steps", "3")
+    _ok("train", "--out", str(tmp_path / "over"), *TOY, "--steps", "2", "--overwrite")  # starts again
+    assert [p.name for p in (tmp_path / "over").glob("step-*")] == ["step-000000002"]
     fasta = tmp_path / "s.fasta"
     _ok("sample", run, "--n", "5", "--steps", "3", "--out", str(fasta))
     records = read_fasta(fasta)
@@ -40,7 +44,7 @@ def test_toy_run_trains_resumes_samples_and_scores(tmp_path):
     _ok("train", "--out", again, *TOY, "--steps", "9")
     _ok("sample", again, "--n", "5", "--steps", "3", "--out", str(tmp_path / "again.fasta"))
     assert read_fasta(tmp_path / "again.fasta") == records
-    assert "expected --steps >= 9" in _fails("train", "--out", run, *TOY, "--steps", "4")
+    assert "expected --steps >= 9" in _fails("train", "--out", run, *TOY, "--steps", "4", "--resume")
     assert "n, steps: expected ints >= 1" in _fails("evaluate", run, "--n", "0")
     assert "only the motifs task is class-conditional" in _fails("sample", run, "--n", "2", "--class", "0")
     assert "device" in _fails("train", "--out", str(tmp_path / "d"), *TOY, "--device", "gpu")

@@ -86,6 +86,7 @@ def _train_cases(run: Path, folder: Path) -> list[BadInput]:
     foreign = folder / "foreign"
     _file(foreign, "notes.txt", "not a run")
     return [*cases, BadInput("mixing", ["train", "--data", "torus:3", "--out", str(run), *TINY], ["--out"]),
+            BadInput("mixing", ["train", "--data", "torus:2", "--out", str(run), *TINY], ["--out", "--resume"]),
             BadInput("mixing", ["train", "--data", "torus:2", "--out", str(foreign), *TINY], ["--out"])]  # fmt: skip
 
 

@@ -1,7 +1,7 @@
 """`flowlab manifold train` checkpoints only at its last step, so it does not resume a run cut short: an interrupted
-run again in its folder trains from the start to the weights of an uninterrupted one, and a rerun over a finished
-run loads its checkpoint and writes the same model. Its length is part of the run (the cosine decay spans it), so
-more steps are refused, not grown."""
+run again in its folder trains from the start to the weights of an uninterrupted one, and a rerun with --resume over
+a finished run loads its checkpoint and writes the same model. Its length is part of the run (the cosine decay spans
+it), so more steps are refused, not grown."""
 
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ def test_an_interrupted_manifold_run_again_ends_as_the_uninterrupted_one(tmp_pat
     _run(*ARGS, "--out", str(tmp_path / "b"))
     assert_same_tensors(tmp_path / "a", tmp_path / "b", "**/*.pt")
     shutil.copytree(tmp_path / "a", tmp_path / "first")
-    _run(*ARGS, "--out", str(tmp_path / "a"))
+    assert "pass --resume" in _run(*ARGS, "--out", str(tmp_path / "a"), code=2)
+    _run(*ARGS, "--out", str(tmp_path / "a"), "--resume")
     assert_same_tensors(tmp_path / "a", tmp_path / "first", "**/*.pt")
     for changed in (["--steps", "8"], ["--seed", "1"]):
         assert "another run" in _run(*ARGS, *changed, "--out", str(tmp_path / "a"), code=2)

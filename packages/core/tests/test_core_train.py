@@ -652,7 +652,12 @@ def test_claim_run_resumes_the_same_run_and_refuses_another(tmp_path):
     run = claim_run(tmp_path / "run", spec)
     assert (run / RUN_FILE).is_file()
     (run / "ckpt").mkdir()
-    assert claim_run(run, dict(reversed(list(spec.items())))) == run and (run / "ckpt").is_dir()  # key order
+    with pytest.raises(ValueError, match=r"^out: .* holds this run already; pass --resume .* or --overwrite"):
+        claim_run(run, spec)  # the same run again: never continued (nor replaced) silently
+    same = dict(reversed(list(spec.items())))  # key order does not matter
+    assert claim_run(run, same, resume=True) == run and (run / "ckpt").is_dir()
+    with pytest.raises(ValueError, match="not both"):
+        claim_run(run, spec, resume=True, overwrite=True)
     other = {**spec, "data": data_fingerprint(x + 1)}
     with pytest.raises(ValueError, match=r"^out: .* holds another run: data"):
         claim_run(run, other)

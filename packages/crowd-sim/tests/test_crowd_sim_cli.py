@@ -54,11 +54,11 @@ def test_train_writes_a_loadable_model(tmp_path):
 
 @needs_data
 def test_train_checkpoints_belong_to_one_run(tmp_path):
-    """--ckpt-dir resumes the same run and refuses another (here another ablation) unless --overwrite."""
+    """--resume continues the run in --ckpt-dir, and another (here another ablation) is refused unless --overwrite."""
     base = ["train", "--scene", "ucy_students03", "--epochs", "1", "--frame-stride", "20", "--ckpt-dir",
             str(tmp_path / "ckpt"), "--out", str(tmp_path / "m.pt")]  # fmt: skip
-    for _ in range(2):
-        res = runner.invoke(app, [*base, "--ablation", "no_env"])
+    for again in ([], ["--resume"]):
+        res = runner.invoke(app, [*base, "--ablation", "no_env", *again])
         assert res.exit_code == 0, res.output
     res = runner.invoke(app, [*base, "--ablation", "full"])
     assert res.exit_code == 2 and "another run" in res.output and "ablation" in res.output, res.output

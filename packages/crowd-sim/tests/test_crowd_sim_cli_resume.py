@@ -61,12 +61,14 @@ def test_a_run_interrupted_in_each_phase_resumes_bit_exactly(tmp_path, monkeypat
     args = ["train", "--scene", "ucy_students03", "--ablation", "no_env", "--frame-stride", "20", "--epochs", "2",
             "--finetune-steps", "2"]  # fmt: skip
     a, b = [["--ckpt-dir", str(tmp_path / x), "--out", str(tmp_path / x / "model.pt")] for x in "ab"]
-    for kept in (["teacher/step-000000002"], ["teacher/step-000000002", "teacher/step-000000004"]):
+    for again, kept in (([], ["teacher/step-000000002"]),
+                        (["--resume"], ["teacher/step-000000002", "teacher/step-000000004"])):  # fmt: skip
         with monkeypatch.context() as patch:
             _ctrl_c_at(patch, 4)
-            _run(*args, *a, code=130)
+            _run(*args, *a, *again, code=130)
         assert sorted(p.relative_to(tmp_path / "a").as_posix() for p in (tmp_path / "a").glob("*/step-*")) == kept
-    _run(*args, *a)
+    assert "pass --resume" in _run(*args, *a, code=2)
+    _run(*args, *a, "--resume")
     _run(*args, *b)
     assert_same_tensors(tmp_path / "a", tmp_path / "b", "**/*.pt")
     for changed in (["--epochs", "3"], ["--finetune-steps", "3"]):

@@ -112,6 +112,7 @@ def _sample_cases(runs: dict[str, Path], roots) -> list[BadInput]:
     foreign.mkdir(exist_ok=True)
     (foreign / "notes.txt").write_text("not a run")
     return [*cases, BadInput("mixing", [*toy, "--seed", "1", "--out", str(runs["toy"])], ["--out"]),
+            BadInput("mixing", [*toy, "--out", str(runs["toy"])], ["--out", "--resume"]),
             BadInput("mixing", [*toy, "--out", str(foreign)], ["--out"])]  # fmt: skip
 
 

@@ -46,6 +46,7 @@ def test_an_interrupted_toy_run_again_ends_as_the_uninterrupted_one(tmp_path, mo
     _run(*args, "--out", str(tmp_path / "b"))
     assert_same_tensors(tmp_path / "a", tmp_path / "b", "*.pt")
     shutil.copytree(tmp_path / "a", tmp_path / "first")
-    _run(*args, "--out", str(tmp_path / "a"))
+    assert "pass --resume" in _run(*args, "--out", str(tmp_path / "a"), code=2)
+    _run(*args, "--out", str(tmp_path / "a"), "--resume")
     assert_same_tensors(tmp_path / "a", tmp_path / "first", "*.pt")
     assert "another run" in _run(*args, "--seed", "1", "--out", str(tmp_path / "a"), code=2)

@@ -71,7 +71,7 @@ def test_marl_collect_train_resume_and_evaluate(tmp_path):
     args = ["marl-train", "--dataset", str(data), "--env", "xor", "--hidden", "16", "--out", str(run)]
     res = runner.invoke(app, [*args, "--steps", "3"])
     assert res.exit_code == 0, res.output
-    res = runner.invoke(app, [*args, "--steps", "3"])  # same settings: resumes both (finished) stages
+    res = runner.invoke(app, [*args, "--steps", "3", "--resume"])  # continues both (finished) stages
     assert res.exit_code == 0 and "bc trained before, policy trained before" in res.output, res.output
     res = runner.invoke(app, ["marl-evaluate", "--run", str(run), "--episodes", "50", "--latency-repeats", "2"])
     assert res.exit_code == 0 and "return" in res.output and "network calls" in res.output, res.output

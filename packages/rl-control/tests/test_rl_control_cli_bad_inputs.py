@@ -164,6 +164,7 @@ def train_cases(made) -> list[BadInput]:
               BadInput("range", [*args(), "--env", "chain", "--online-steps", "2"], ["--online-steps"]),
               BadInput("choice", [*args(), "--env", "NoSuchEnv-v9"], ["--env", "NoSuchEnv-v9"]),
               BadInput("mixing", [*args(out=made["run"]), "--method", "iqn"], ["--out", "another run"]),
+              BadInput("mixing", args(out=made["run"]), ["--out", "--resume"]),
               BadInput("mixing", args(out=made["notes"]), ["--out", "notes"])]  # fmt: skip
     return cases + _options(
         args,
@@ -216,6 +217,8 @@ def marl_train_cases(made) -> list[BadInput]:
               BadInput("shape", args(made["x_agents3.npz"]), ["--dataset", "x_agents3.npz"]),
               BadInput("choice", [*args(), "--env", "chess"], ["--env", "chess"]),
               BadInput("mixing", [*args(out=made["mrun"]), "--hidden", "16"], ["--out", "another run"]),
+              BadInput("mixing", args(out=made["mrun"]), ["--out", "--resume"]),
+              BadInput("mixing", [*args(out=made["mrun"]), "--resume", "--overwrite"], ["--out", "not both"]),
               BadInput("mixing", args(made["root"] / "xor_1.npz", made["mrun"]), ["--out", "another run"]),
               BadInput("mixing", args(out=made["notes"]), ["--out", "notes"])]  # fmt: skip
     return cases + _options(

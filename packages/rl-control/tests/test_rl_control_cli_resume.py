@@ -44,7 +44,8 @@ def test_offline_training_grown_to_more_steps_ends_as_the_uninterrupted_run(tmp_
     _run("collect", "--env", "chain", "--transitions", "200", "--out", str(data))
     args = ["train", "--dataset", str(data), "--env", "chain", "--method", method, "--batch-size", "16"]
     _run(*args, "--steps", "3", "--out", str(tmp_path / "a"))
-    _run(*args, "--steps", "6", "--out", str(tmp_path / "a"))
+    assert "pass --resume" in _run(*args, "--steps", "6", "--out", str(tmp_path / "a"), code=2)
+    _run(*args, "--steps", "6", "--out", str(tmp_path / "a"), "--resume")
     _run(*args, "--steps", "6", "--out", str(tmp_path / "b"))
     assert_same_tensors(tmp_path / "a", tmp_path / "b", "step-000000006/weights.pt")
 
@@ -61,7 +62,7 @@ def test_an_interrupted_online_phase_runs_again_as_the_uninterrupted_one(tmp_pat
         _ctrl_c_at(patch, online, "noisy_step", 3)
         _run(*args, "--out", str(tmp_path / "a"), code=130)
     assert not (tmp_path / "a" / "online").exists()
-    resumed = _run(*args, "--out", str(tmp_path / "a"))
+    resumed = _run(*args, "--out", str(tmp_path / "a"), "--resume")
     fresh = _run(*args, "--out", str(tmp_path / "b"))
     assert_same_tensors(tmp_path / "a", tmp_path / "b", "**/weights.pt")
     assert re.findall(r"online: .*", resumed) == re.findall(r"online: .*", fresh)
@@ -80,14 +81,14 @@ def test_mac_flow_interrupted_in_its_policy_stage_resumes_bit_exactly(tmp_path, 
         _ctrl_c_at(patch, mac_flow_model, "distillation_loss", 2)
         _run(*args, "--steps", "3", "--out", str(tmp_path / "a"), code=130)
     assert [p.parent.name for p in (tmp_path / "a").glob("*/step-*")] == ["bc"]
-    resumed = _run(*args, "--steps", "3", "--out", str(tmp_path / "a"))
+    resumed = _run(*args, "--steps", "3", "--out", str(tmp_path / "a"), "--resume")
     fresh = _run(*args, "--steps", "3", "--out", str(tmp_path / "b"))
     assert_same_tensors(tmp_path / "a", tmp_path / "b", "*/step-*/weights.pt")
     assert "bc trained before" in resumed
     assert re.findall(r"policy loss \S+", resumed) == re.findall(r"policy loss \S+", fresh) != []
-    assert "has begun" in _run(*args, "--steps", "6", "--out", str(tmp_path / "a"), code=2)
+    assert "has begun" in _run(*args, "--steps", "6", "--out", str(tmp_path / "a"), "--resume", code=2)
     bc = [*args, "--method", "gaussian_bc"]
     _run(*bc, "--steps", "3", "--out", str(tmp_path / "c"))
-    _run(*bc, "--steps", "6", "--out", str(tmp_path / "c"))
+    _run(*bc, "--steps", "6", "--out", str(tmp_path / "c"), "--resume")
     _run(*bc, "--steps", "6", "--out", str(tmp_path / "d"))
     assert_same_tensors(tmp_path / "c", tmp_path / "d", "bc/step-000000006/weights.pt")

@@ -85,6 +85,7 @@ def train_cases(made) -> list[BadInput]:
 
     return [
         BadInput("mixing", [*args(made["run"]), "--pde", "burgers"], ["--out", "another run"]),
+        BadInput("mixing", args(made["run"]), ["--out", "--resume"]),
         BadInput("mixing", args(made["notes"]), ["--out", "notes"]),
         *_options(args, [("choice", "--pde", "wave"), ("choice", "--regressor", "mlp"), ("choice", "--device", "tpu"),
                            ("range", "--n", "30"), ("range", "--n", "33"), ("range", "--pairs", "0"),

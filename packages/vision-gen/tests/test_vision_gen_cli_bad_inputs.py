@@ -273,6 +273,11 @@ def _piflow_cases(student: Path, bad) -> list[BadInput]:
     cases += _option_cases(distill, "nan", ("--guidance", "nan"), ("--guidance", "inf"))
     cases += _option_cases(distill, "type", ("--steps", "two"), ("--nfe", "1,x"), ("--guidance", "high"))
     cases += _option_cases(distill, "choice", ("--method", "shortcut"), ("--device", "tpu"))
+    same = ["piflow", "distill", "--out", str(student), "--steps", "2", "--nfe", "1,2", *TEACHER]
+    cases += [
+        BadInput("mixing", same, ["--out", "holds this run already", "--resume", "--overwrite"]),
+        BadInput("mixing", [*same, "--resume", "--overwrite"], ["--out", "not both"]),
+    ]
     cases += [BadInput("mixing", ["piflow", "distill", "--out", str(student), "--steps", "3", "--nfe", "1,2",
                                   *TEACHER], ["--out", "another run", "--overwrite"]),
               BadInput("mixing", ["piflow", "distill", "--out", str(foreign), *TEACHER], ["--out"]),

@@ -38,8 +38,8 @@ def _run(*args: str, code: int = 0) -> str:
 
 
 def _resumes(folder, monkeypatch, args: list[str], owner, name: str, call: int) -> None:
-    """`args --out folder/a` stopped by Ctrl-C at the `call`-th call of `owner.name` and run again ends with the
-    checkpoints and models of `args --out folder/b` run once; `args --steps 6 --out folder/a` is refused."""
+    """`args --out folder/a` stopped by Ctrl-C at the `call`-th call of `owner.name` and run again with --resume ends
+    with the checkpoints and models of `args --out folder/b` run once (without --resume it is refused)."""
     real, calls = getattr(owner, name), []
 
     def interrupted(*a, **k):
@@ -51,7 +51,8 @@ def _resumes(folder, monkeypatch, args: list[str], owner, name: str, call: int) 
     with monkeypatch.context() as patch:
         patch.setattr(owner, name, interrupted)
         _run(*args, "--out", str(folder / "a"), code=130)
-    _run(*args, "--out", str(folder / "a"))
+    assert "pass --resume" in _run(*args, "--out", str(folder / "a"), code=2)
+    _run(*args, "--out", str(folder / "a"), "--resume")
     _run(*args, "--out", str(folder / "b"))
     assert_same_tensors(folder / "a", folder / "b", "**/*.pt")
     assert_same_tensors(folder / "a", folder / "b", "*.safetensors")

@@ -23,8 +23,13 @@ def student(tmp_path_factory):
 
 def test_distill_never_mixes_two_students_in_one_folder(student):
     run = CliRunner()
-    same = run.invoke(vision, ["piflow", "distill", "--out", str(student), "--steps", "2", "--nfe", "1,2", *TINY])
-    assert same.exit_code == 0, same.output  # the same options: resumes (already done)
+    args = ["piflow", "distill", "--out", str(student), "--steps", "2", "--nfe", "1,2", *TINY]
+    again = run.invoke(vision, args)
+    assert again.exit_code == 2 and "--resume" in again.output and "--overwrite" in again.output, again.output
+    same = run.invoke(vision, [*args, "--resume"])
+    assert same.exit_code == 0, same.output  # the same options with --resume: continues (already done)
+    both = run.invoke(vision, [*args, "--resume", "--overwrite"])
+    assert both.exit_code == 2 and "not both" in both.output, both.output
     args = ["piflow", "distill", "--out", str(student), "--steps", "2", "--nfe", "1,2", "--method", "piflow_dx", *TINY]
     other = run.invoke(vision, args)
     assert other.exit_code == 2 and "another run" in other.output and "--overwrite" in other.output, other.output

@@ -33,7 +33,7 @@ def test_run_writes_the_posterior_measures_and_images_and_resumes(trained):
         assert (trained / name).is_file(), name
     assert torch.load(trained / "reconstructions.pt", weights_only=True).shape == (1257 - 20, 1, 8, 8)
     again = CliRunner().invoke(vision, ["sfbd", "run", "--out", str(trained), "--corruption", "mask", "--clean", "20",
-                                        *TINY])  # fmt: skip
+                                        *TINY, "--resume"])  # fmt: skip
     assert again.exit_code == 0 and '"round"' not in again.output  # both rounds were read back from ckpt/
     other = CliRunner().invoke(vision, ["sfbd", "run", "--out", str(trained), "--corruption", "noise", *TINY])
     assert other.exit_code == 2 and "another run" in other.output, other.output  # never mixed into this run

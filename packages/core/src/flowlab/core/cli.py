@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
+    "OVERWRITE_HELP",
+    "RESUME_HELP",
     "SEEDS",
     "claim_run_option",
     "device_option",
@@ -43,15 +45,26 @@ def device_option(device: str, option: str = "--device") -> torch.device:
         raise typer.BadParameter(str(err), param_hint=option) from err
 
 
+#: the help of every training command's two run-folder flags, the same in every group
+RESUME_HELP = "Continue the run already in the output folder from its last checkpoint (same settings)."
+OVERWRITE_HELP = "Delete the run already in the output folder and start again."
+
+
 def claim_run_option(
-    folder: str | os.PathLike[str], spec: Mapping[str, Any], *, overwrite: bool, option: str = "--out"
+    folder: str | os.PathLike[str],
+    spec: Mapping[str, Any],
+    *,
+    overwrite: bool,
+    resume: bool,
+    option: str = "--out",
 ) -> Path:
-    """`claim_run(folder, spec, overwrite=)` for a command's run-folder option: another run there is reported
-    against `option` (with the hint to pass --overwrite)."""
+    """`claim_run(folder, spec, overwrite=, resume=)` for a command's run-folder option (its `--overwrite` and
+    `--resume` flags: `RESUME_HELP`, `OVERWRITE_HELP`): another run there, or this run's work without either flag,
+    is reported against `option`."""
     from flowlab.core.train.run_folder import claim_run
 
     try:
-        return claim_run(folder, spec, overwrite=overwrite, name=option)
+        return claim_run(folder, spec, overwrite=overwrite, resume=resume, name=option)
     except ValueError as err:
         raise typer.BadParameter(str(err).removeprefix(f"{option}: "), param_hint=option) from err
 

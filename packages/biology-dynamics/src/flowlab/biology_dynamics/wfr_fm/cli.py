@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING
 import typer
 
 from flowlab.biology_dynamics.wfr_fm.names import METHODS
-from flowlab.core.cli import SEEDS, claim_run_option, device_option, json_text, option_error
+from flowlab.core.cli import (
+    OVERWRITE_HELP,
+    RESUME_HELP,
+    SEEDS,
+    claim_run_option,
+    device_option,
+    json_text,
+    option_error,
+)
 
 if TYPE_CHECKING:
     import anndata as ad
@@ -76,10 +84,12 @@ def fit_cmd(
     seed: int = typer.Option(0, "--seed", **SEEDS),
     device: str = typer.Option("cpu", "--device"),
     annotated: Path | None = typer.Option(None, "--write-h5ad", help="write the AnnData with fields stored back"),
-    overwrite: bool = typer.Option(False, "--overwrite", help="replace a different model already in --out"),
+    overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
+    resume: bool = typer.Option(False, "--resume", help=RESUME_HELP),
 ) -> None:
-    """Fit a model and save it (a FlowLab checkpoint folder). A folder holding a model fitted with other data or
-    options is refused unless --overwrite."""
+    """Fit a model and save it (a FlowLab checkpoint folder). The same fit again needs --resume (it fits again to the
+    same model: a fit saves only at its end) or --overwrite; a model fitted with other data or options is refused
+    unless --overwrite."""
     import torch
 
     from flowlab.biology_dynamics.wfr_fm.data import fit_series
@@ -102,7 +112,7 @@ def fit_cmd(
     digest = hashlib.sha256(data.read_bytes()).hexdigest()
     spec = {"command": "cells fit", "method": method, "options": options, "time_key": time_key, "use_rep": use_rep,
             "hold_out": hold_out, "seed": seed, "data_sha256": digest}  # fmt: skip
-    claim_run_option(out, spec, overwrite=overwrite)
+    claim_run_option(out, spec, overwrite=overwrite, resume=resume)
     try:
         model = klass(config).fit(
             adata,

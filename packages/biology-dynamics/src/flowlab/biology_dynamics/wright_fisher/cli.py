@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from flowlab.core.cli import SEEDS, option_error
+from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP, SEEDS, option_error
 
 app = typer.Typer(help="Wright-Fisher simplicial diffusion (and discrete, Gaussian, masked, unified) on sequences.")
 
@@ -15,7 +15,7 @@ app = typer.Typer(help="Wright-Fisher simplicial diffusion (and discrete, Gaussi
 @app.command("train")
 def train_cmd(
     ctx: typer.Context,
-    out: Path = typer.Option(Path("runs/dna"), "--out", help="run folder (checkpoints; a rerun resumes)"),
+    out: Path = typer.Option(Path("runs/dna"), "--out", help="run folder (checkpoints)"),
     task: str = typer.Option("motifs", "--task", help="toy-simplex | markov | motifs"),
     domain: str = typer.Option(
         "simplicial",
@@ -32,14 +32,16 @@ def train_cmd(
     stacks: int = typer.Option(1, "--stacks", help="CNN dilation stacks (motifs)"),
     seed: int = typer.Option(0, "--seed", **SEEDS),
     device: str = typer.Option("cpu", "--device"),
+    overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
+    resume: bool = typer.Option(False, "--resume", help=RESUME_HELP),
 ) -> None:
-    """Train a model into --out."""
+    """Train a model into --out; --resume continues this run there (--steps may grow)."""
     from flowlab.biology_dynamics.wright_fisher.run import DNARun, train_run
 
     try:
         run = DNARun(task=task, domain=domain, letters=letters, length=length, classes=classes, steps=steps,
                      batch=batch, lr=lr, width=width, stacks=stacks, seed=seed)  # fmt: skip
-        folder = train_run(run, out, device=device)
+        folder = train_run(run, out, device=device, resume=resume, overwrite=overwrite)
     except ValueError as err:
         raise option_error(err, ctx=ctx) from err
     typer.echo(f"trained {run.domain} on {run.task} into {folder}")

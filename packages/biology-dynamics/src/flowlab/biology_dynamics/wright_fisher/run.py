@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -161,10 +162,22 @@ def _settings(folder: Path, name: str) -> DNARun:
         ) from None
 
 
-def train_run(run: DNARun, out: str | Path, *, device="cpu", progress: bool = True, ckpt_every: int = 500) -> Path:
-    """Train `run` into the folder `out` (checkpoints there; a rerun with the same settings, or more steps,
-    resumes) -> out. The settings are checked (the task draws one batch) before anything is written; the network
-    takes its initial weights from `run.seed`."""
+def train_run(
+    run: DNARun,
+    out: str | Path,
+    *,
+    device="cpu",
+    progress: bool = True,
+    ckpt_every: int = 500,
+    resume: bool = False,
+    overwrite: bool = False,
+) -> Path:
+    """Train `run` into the folder `out` (checkpoints there) -> out. A folder holding this run's checkpoints is
+    continued with resume=True (`run.steps` may grow) and started again with overwrite=True, and refused without
+    either; one holding another run is replaced with overwrite=True only. The settings are checked (the task draws
+    one batch) before anything is written; the network takes its initial weights from `run.seed`."""
+    if resume and overwrite:
+        raise ValueError("out: give --resume (continue the run) or --overwrite (start again), not both")
     device = check_device(device)
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -176,11 +189,19 @@ def train_run(run: DNARun, out: str | Path, *, device="cpu", progress: bool = Tr
     if last is not None:
         if not settings.is_file():
             raise ValueError(f"out: {out} holds checkpoints but no {SETTINGS}; choose another folder")
-        if replace(_settings(out, "out"), steps=run.steps) != run:
-            raise ValueError(f"out: {out} holds a run with other settings ({settings}); only --steps may change")
-        done = int(last.name.removeprefix("step-"))
-        if run.steps < done:
-            raise ValueError(f"steps: {out} is trained to step {done} already; expected --steps >= {done}")
+        same = replace(_settings(out, "out"), steps=run.steps) == run
+        if overwrite:
+            shutil.rmtree(out)
+        elif not same:
+            raise ValueError(f"out: {out} holds a run with other settings ({settings}); only --steps may change "
+                             "with --resume; pass --overwrite to replace it or choose another folder")  # fmt: skip
+        elif not resume:
+            raise ValueError(f"out: {out} holds this run already; pass --resume to continue it from its last "
+                             "checkpoint (--steps may grow), or --overwrite to start it again")  # fmt: skip
+        else:
+            done = int(last.name.removeprefix("step-"))
+            if run.steps < done:
+                raise ValueError(f"steps: {out} is trained to step {done} already; expected --steps >= {done}")
     elif out.is_dir() and any(p.name != SETTINGS for p in out.iterdir()):
         raise ValueError(f"out: {out} is not empty and holds no run; choose another folder or empty it")
     out.mkdir(parents=True, exist_ok=True)

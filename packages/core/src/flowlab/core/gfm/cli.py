@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from flowlab.core.cli import SEEDS, json_text
+from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP, SEEDS, json_text
 
 if TYPE_CHECKING:
     import torch
@@ -159,10 +159,12 @@ def train(
     ] = None,
     device: Annotated[str, typer.Option(help="Torch device.")] = "cpu",
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
-    overwrite: Annotated[bool, typer.Option(help="Replace a different run already in OUT.")] = False,
+    overwrite: Annotated[bool, typer.Option(help=OVERWRITE_HELP)] = False,
+    resume: Annotated[bool, typer.Option(help=RESUME_HELP)] = False,
 ) -> None:
-    """Train a GFM (or the RFM baseline) and write model.pt + config.json into OUT. A rerun with the same data and
-    options resumes OUT's checkpoints; a different run there is refused unless --overwrite."""
+    """Train a GFM (or the RFM baseline) and write model.pt + config.json into OUT. The same run again needs --resume
+    (OUT holds a checkpoint only at the end: a finished run is reloaded, a cut-short one trains again) or
+    --overwrite; a different run there is refused unless --overwrite."""
     import torch
 
     from flowlab.core.cli import claim_run_option, device_option, option_error
@@ -181,7 +183,7 @@ def train(
     ds = _dataset_option(data, seed=seed, data_root=data_root)
     spec = {"command": "manifold train", "data": data, "seed": seed, "config": config.to_dict(),
             "data_fingerprint": data_fingerprint(ds.train)}  # fmt: skip
-    claim_run_option(out, spec, overwrite=overwrite)
+    claim_run_option(out, spec, overwrite=overwrite, resume=resume)
     trained = train_gfm(
         ds.manifold, ds.train, config, generator=torch.Generator().manual_seed(seed), device=resolved,
         ckpt_dir=out / "checkpoints", progress=progress,

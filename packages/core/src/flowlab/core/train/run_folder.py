@@ -1,8 +1,8 @@
 """Run folders that are never silently mixed: a folder belongs to one run, identified by a JSON spec (the command,
-its config and a fingerprint of the data). `claim_run` writes the spec into a new folder's `run.json`, lets a rerun
-with the same spec resume, and refuses a different run (or a folder with checkpoints but no spec) in one line
-naming the argument, unless asked to overwrite. A folder that holds nothing but its `run.json` (a run that failed
-before writing anything) is free for any run."""
+its config and a fingerprint of the data). `claim_run` writes the spec into a new folder's `run.json`; a rerun with
+the same spec continues only when asked to resume, and a different run (or a folder with checkpoints but no spec) is
+refused in one line naming the argument, unless asked to overwrite. A folder that holds nothing but its `run.json`
+(a run that failed before writing anything) is free for any run."""
 
 from __future__ import annotations
 
@@ -57,14 +57,22 @@ def _differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
 
 
 def claim_run(
-    folder: str | os.PathLike[str], spec: Mapping[str, Any], *, overwrite: bool = False, name: str = "out"
+    folder: str | os.PathLike[str],
+    spec: Mapping[str, Any],
+    *,
+    overwrite: bool = False,
+    resume: bool = False,
+    name: str = "out",
 ) -> Path:
     """Make `folder` the home of the run described by `spec` and return it (created).
 
-    A missing or empty folder, or one holding only a `run.json`, gets this run's `run.json`; one whose `run.json`
-    holds the same spec is resumed; anything else raises ValueError naming `name`: a different spec (naming what
-    differs), or a non-empty folder without `run.json`. With overwrite=True a folder holding a run (a `run.json`)
-    is emptied first; a non-empty folder without one is never deleted."""
+    A missing or empty folder, or one holding only a `run.json`, gets this run's `run.json` (a fresh run, the
+    default). A folder holding this run's work (its `run.json` holds the same spec) is continued with resume=True
+    and started again with overwrite=True; without either it is refused, so a rerun never continues or replaces
+    work silently. Anything else raises ValueError naming `name`: another run (naming what differs; overwrite=True
+    replaces it), or a non-empty folder without `run.json`, which is never deleted."""
+    if overwrite and resume:
+        raise ValueError(f"{name}: give --resume (continue the run) or --overwrite (start again), not both")
     folder = Path(folder)
     want = _normal(spec)
     record = folder / RUN_FILE
@@ -75,11 +83,15 @@ def claim_run(
             have = json.loads(record.read_text())
         except json.JSONDecodeError:
             have = None
-        if have != want and any(p.name != RUN_FILE for p in folder.iterdir()):
-            if not overwrite:
-                what = _differences(have, want) if isinstance(have, dict) else f"an unreadable {RUN_FILE}"
-                raise ValueError(f"{name}: {folder} holds another run: {what}; pass --overwrite to replace it or "
-                                 "choose another folder")  # fmt: skip
+        worked = any(p.name != RUN_FILE for p in folder.iterdir())
+        if worked and have != want and not overwrite:
+            what = _differences(have, want) if isinstance(have, dict) else f"an unreadable {RUN_FILE}"
+            raise ValueError(f"{name}: {folder} holds another run: {what}; pass --overwrite to replace it or "
+                             "choose another folder")  # fmt: skip
+        if worked and have == want and not (resume or overwrite):
+            raise ValueError(f"{name}: {folder} holds this run already; pass --resume to continue it from its last "
+                             "checkpoint, or --overwrite to start it again")  # fmt: skip
+        if worked and overwrite:
             shutil.rmtree(folder)
     elif folder.is_dir() and any(folder.iterdir()):
         raise ValueError(f"{name}: {folder} is not empty and holds no {RUN_FILE} (not a FlowLab run, or one from "

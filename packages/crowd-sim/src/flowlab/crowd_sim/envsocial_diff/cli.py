@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from flowlab.core.cli import SEEDS, json_text
+from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP, SEEDS, json_text
 from flowlab.crowd_sim.envsocial_diff.names import ABLATIONS, SAMPLERS
 from flowlab.crowd_sim.names import FRAMES, SCENES
 
@@ -93,10 +93,11 @@ def train_cmd(
     frame: str = typer.Option("published", "--frame", help="UCY coordinate frame: published | corrected"),
     seed: int = typer.Option(0, "--seed", **SEEDS),
     device: str = typer.Option("cpu", "--device"),
-    overwrite: bool = typer.Option(False, "--overwrite", help="replace a different run's checkpoints in --ckpt-dir"),
+    overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
+    resume: bool = typer.Option(False, "--resume", help=RESUME_HELP),
 ) -> None:
-    """Train EnvSocial-Diff (or an ablation) on a scene's training windows and save it. --ckpt-dir resumes a run
-    with the same options and refuses a different one unless --overwrite."""
+    """Train EnvSocial-Diff (or an ablation) on a scene's training windows and save it. --resume continues the run
+    in --ckpt-dir with the same options; a different one there is refused unless --overwrite."""
     import torch
 
     from flowlab.core.cli import claim_run_option, device_option, option_error
@@ -125,7 +126,7 @@ def train_cmd(
         spec = {"command": "crowd train", "scene": scene.name, "ablation": ablation, "size": size, "frame": frame,
                 "frame_stride": frame_stride, "train": train_config.to_dict(), "seed": seed,
                 "data_fingerprint": data_fingerprint(*(torch.as_tensor(w.positions) for w in windows))}  # fmt: skip
-        claim_run_option(ckpt_dir, spec, overwrite=overwrite, option="--ckpt-dir")
+        claim_run_option(ckpt_dir, spec, overwrite=overwrite, resume=resume, option="--ckpt-dir")
     try:
         config = scene_config(SIZES[size], ablation, scene)
         with seeded_init(seed):  # the initial weights and dropout come from --seed alone

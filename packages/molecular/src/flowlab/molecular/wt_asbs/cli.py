@@ -3,7 +3,8 @@
 A run folder holds config.json (method, system, settings), samples.pt (X_1, CVs, bias at the samples, path-space
 log importance weights), state.pt
 (the controller, corrector and bias grids; tensors only) or, for `metad`, fes.pt and samples.pt (its CVs), and the
-run.json of the run it holds: a rerun with the same options rewrites it, another run needs --overwrite.
+run.json of the run it holds: the same run again needs --resume (it runs again to the same result: neither
+command checkpoints mid-run) or --overwrite, another run needs --overwrite.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from flowlab.core.cli import SEEDS, json_text
+from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP, SEEDS, json_text
 from flowlab.molecular.wt_asbs.names import TOYS
 
 if TYPE_CHECKING:
@@ -51,10 +52,11 @@ def sample(
     n: Annotated[int, typer.Option(min=1, help="samples to draw after training")] = 2000,
     seed: Annotated[int, typer.Option(**SEEDS)] = 0,
     data_root: Annotated[str | None, typer.Option(help="defaults to $FLOWLAB_DATA")] = None,
-    overwrite: Annotated[bool, typer.Option(help="replace another run in --out")] = False,
+    overwrite: Annotated[bool, typer.Option(help=OVERWRITE_HELP)] = False,
+    resume: Annotated[bool, typer.Option(help=RESUME_HELP)] = False,
 ) -> None:
-    """Train the (WT-)ASBS sampler on a system and draw samples. A folder holding another run is refused unless
-    --overwrite."""
+    """Train the (WT-)ASBS sampler on a system and draw samples. A folder holding this run needs --resume or
+    --overwrite, one holding another run --overwrite."""
     import torch
 
     from flowlab.core.cli import claim_run_option
@@ -94,7 +96,7 @@ def sample(
         kw = {"source_mean": toy_source_mean(pot)}
     spec = {"command": "molecular sample", "system": system, "bias": bias, "variant": variant, "n": n, "seed": seed,
             "sampler": sampler.to_dict()}  # fmt: skip
-    claim_run_option(out, spec, overwrite=overwrite)
+    claim_run_option(out, spec, overwrite=overwrite, resume=resume)
     model = ASBS.from_config(
         pot, sampler, cvs=cvs if bias == "on" else None, bias=wt if bias == "on" else None, generator=gen, **kw
     )
@@ -130,10 +132,11 @@ def metad(
     height: Annotated[float, typer.Option(help="hill height, kJ/mol")] = 1.0,
     seed: Annotated[int, typer.Option(**SEEDS)] = 0,
     data_root: Annotated[str | None, typer.Option(help="defaults to $FLOWLAB_DATA")] = None,
-    overwrite: Annotated[bool, typer.Option(help="replace another run in --out")] = False,
+    overwrite: Annotated[bool, typer.Option(help=OVERWRITE_HELP)] = False,
+    resume: Annotated[bool, typer.Option(help=RESUME_HELP)] = False,
 ) -> None:
     """OpenMM well-tempered metadynamics over (phi, psi) of alanine dipeptide (the reference). A folder holding
-    another run is refused unless --overwrite."""
+    this run needs --resume or --overwrite, one holding another run --overwrite."""
     import torch
 
     from flowlab.core.cli import claim_run_option, option_error
@@ -147,7 +150,9 @@ def metad(
         raise option_error(err) from err
     spec = {"command": "molecular metad", "system": system, "steps": steps, "bias_factor": bias_factor,
             "height": height, "seed": seed}  # fmt: skip
-    claim_run_option(out, spec, overwrite=overwrite)  # a run that stops at bad data leaves only run.json: free
+    claim_run_option(
+        out, spec, overwrite=overwrite, resume=resume
+    )  # a run that stops at bad data leaves only run.json: free
     prmtop, inpcrd = _aldp_data(data_root)
     res = openmm_wtmetad(prmtop, inpcrd, steps=steps, solvent="OBC1", bias_factor=bias_factor, height=height, seed=seed)
     torch.save({"fes": torch.as_tensor(res.fes)}, out / "fes.pt")

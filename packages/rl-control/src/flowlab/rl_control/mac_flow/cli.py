@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from flowlab.core.cli import claim_run_option, device_option, option_error
+from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP, claim_run_option, device_option, option_error
 from flowlab.rl_control.cli_options import read_dataset
 from flowlab.rl_control.envs.names import GAME_NAMES, SPREAD_QUALITIES
 from flowlab.rl_control.mac_flow.names import METHODS
@@ -101,12 +101,13 @@ def train_cmd(
     bc_flow: str = typer.Option("joint", help="joint (the paper) or per_agent (the official code)"),
     seed: int = typer.Option(0, min=0),
     device: str = typer.Option("cpu"),
-    out: Path = typer.Option(Path("runs/mac_flow"), help="run folder (a rerun with the same settings resumes)"),
-    overwrite: bool = typer.Option(False, "--overwrite", help="replace a different run already in --out"),
+    out: Path = typer.Option(Path("runs/mac_flow"), help="run folder (--resume continues its run)"),
+    overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
+    resume: bool = typer.Option(False, "--resume", help=RESUME_HELP),
 ) -> None:
-    """Train MAC-Flow or a baseline offline; checkpoints per stage under --out, with run.json. A rerun with the same
-    dataset, environment, settings and seed resumes (--steps may grow while no later stage has begun); a different
-    run in --out is refused unless --overwrite."""
+    """Train MAC-Flow or a baseline offline; checkpoints per stage under --out, with run.json. --resume continues the
+    run with the same dataset, environment, settings and seed (--steps may grow while no later stage has begun); a
+    different run in --out is refused unless --overwrite."""
     import torch
 
     from flowlab.rl_control.mac_flow.agents import train_marl
@@ -127,7 +128,7 @@ def train_cmd(
     record = run_record(agent, config, env=env, reward_scale=data.reward_scale())
     spec = {**record, "batch_size": batch_size, "seed": seed,
             "dataset_sha256": hashlib.sha256(dataset.read_bytes()).hexdigest()}  # fmt: skip
-    claim_run_option(out, spec, overwrite=overwrite)
+    claim_run_option(out, spec, overwrite=overwrite, resume=resume)
     gen = torch.Generator().manual_seed(seed)
     try:
         results = train_marl(agent, data, steps=steps, batch_size=batch_size, reward_scale=record["reward_scale"],

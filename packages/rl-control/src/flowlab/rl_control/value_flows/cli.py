@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from flowlab.core.cli import claim_run_option, device_option, option_error
+from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP, claim_run_option, device_option, option_error
 from flowlab.rl_control.cli_options import read_dataset
 from flowlab.rl_control.envs.names import QUALITIES
 from flowlab.rl_control.value_flows.names import METHODS
@@ -101,12 +101,13 @@ def train_cmd(
     seed: int = typer.Option(0, min=0),
     device: str = typer.Option("cpu"),
     out: Path = typer.Option(Path("runs/value_flows"), help="checkpoint folder"),
-    overwrite: bool = typer.Option(False, "--overwrite", help="replace a different run already in --out"),
+    overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
+    resume: bool = typer.Option(False, "--resume", help=RESUME_HELP),
 ) -> None:
     """Train an agent offline (then online with --online-steps); writes checkpoints (weights + config.json) under
     --out, and the fine-tuned weights under --out/online at the end of the online phase (it cannot resume mid-way:
-    the environment state is not saved; an interrupted one starts again). A rerun with the same dataset,
-    environment, agent, batch size, seed and online phase resumes (without an online phase --steps may grow); a
+    the environment state is not saved; an interrupted one starts again). --resume continues the run with the
+    same dataset, environment, agent, batch size, seed and online phase (without an online phase --steps may grow); a
     different run in --out is refused unless --overwrite (run.json, written before training, holds the run and is
     what `evaluate` reads)."""
     import torch
@@ -150,7 +151,7 @@ def train_cmd(
     }
     if online_steps:  # the online phase fine-tunes the offline weights and starts again when interrupted: fixed lengths
         meta.update(steps=steps, online_steps=online_steps, n_envs=n_envs)
-    claim_run_option(out, meta, overwrite=overwrite)
+    claim_run_option(out, meta, overwrite=overwrite, resume=resume)
     common = {"batch_size": batch_size, "reward_scale": scale, "device": dev, "progress": True}
     res = train_agent(agent, data, steps=steps, generator=torch.Generator().manual_seed(seed), ckpt_dir=out, **common)
     if online_steps:

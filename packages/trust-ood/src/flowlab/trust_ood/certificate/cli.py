@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from flowlab.core.cli import claim_run_option, device_option, json_text
+from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP, claim_run_option, device_option, json_text
 from flowlab.trust_ood.certificate.names import FAMILIES, METHODS, PDES, REGRESSORS, VARIANTS
 
 app = typer.Typer(help="Joint-likelihood certificates of trust for PDE regression (JLBC).", no_args_is_help=True)
@@ -44,10 +44,12 @@ def train(
     ode_steps: int = typer.Option(12, min=1, help="rk4 steps of the likelihood ODE (log-sigma grid) when certifying"),
     seed: int = typer.Option(0, min=0),
     device: str = typer.Option("cpu"),
-    overwrite: bool = typer.Option(False, "--overwrite", help="replace a different study already in --out"),
+    overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
+    resume: bool = typer.Option(False, "--resume", help=RESUME_HELP),
 ) -> None:
-    """Train the regressor Psi (FNO or CNN) with its ensemble, and the joint and input-only score models. A different
-    study in --out is refused unless --overwrite (run.json records the study)."""
+    """Train the regressor Psi (FNO or CNN) with its ensemble, and the joint and input-only score models. The same study
+    again needs --resume (it trains again to the same models: a study saves only at its end) or --overwrite; a
+    different study in --out is refused unless --overwrite (run.json records the study)."""
     import torch
 
     from flowlab.trust_ood.certificate.evaluate import StudyConfig, save_study, train_study
@@ -61,7 +63,7 @@ def train(
         cfg.pde_config()
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint="--n") from None
-    claim_run_option(out, {"command": "trust train", "study": cfg.to_dict()}, overwrite=overwrite)
+    claim_run_option(out, {"command": "trust train", "study": cfg.to_dict()}, overwrite=overwrite, resume=resume)
     models = train_study(cfg, device=dev, generator=torch.Generator().manual_seed(seed), progress=True)
     save_study(models, out)
     typer.echo(f"saved to {out} ({', '.join(f'{k}={v:.1f}' for k, v in models.timings.items())})")

@@ -8,7 +8,15 @@ from typing import Annotated
 
 import typer
 
-from flowlab.core.cli import SEEDS, claim_run_option, device_option, json_text, option_error
+from flowlab.core.cli import (
+    OVERWRITE_HELP,
+    RESUME_HELP,
+    SEEDS,
+    claim_run_option,
+    device_option,
+    json_text,
+    option_error,
+)
 from flowlab.vision_gen.kit.cli import teacher_from_options
 
 app = typer.Typer(help="CMT: consistency mid-training, then consistency post-training.", no_args_is_help=True)
@@ -42,10 +50,11 @@ def mid_train(
     teacher_steps: Annotated[int, typer.Option(help=_TEACHER_HELP)] = 4000,
     seed: Annotated[int, typer.Option(**SEEDS, help="Seed of the trajectories' noise and labels.")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
-    overwrite: Annotated[bool, typer.Option(help="Replace a different run already in OUT.")] = False,
+    overwrite: Annotated[bool, typer.Option(help=OVERWRITE_HELP)] = False,
+    resume: Annotated[bool, typer.Option(help=RESUME_HELP)] = False,
 ) -> None:
-    """Mid-train a consistency student on the edm teacher's DPM-Solver++ trajectories; resumes from OUT/ckpt when
-    interrupted with the same options, refuses a different run in OUT unless --overwrite."""
+    """Mid-train a consistency student on the edm teacher's DPM-Solver++ trajectories; --resume continues from
+    OUT/ckpt with the same options, and a different run in OUT is refused a different run in OUT unless --overwrite."""
     from flowlab.vision_gen.cmt.model import MidConfig
     from flowlab.vision_gen.cmt.store import save_student
     from flowlab.vision_gen.cmt.train import mid_train as run
@@ -61,7 +70,7 @@ def mid_train(
                                           steps=teacher_steps)  # fmt: skip
     spec = {"command": "vision cmt mid-train", "mid": config.to_dict(), "teacher": {**teacher_config.to_dict(),
             "device": None}}  # fmt: skip
-    claim_run_option(out, spec, overwrite=overwrite)
+    claim_run_option(out, spec, overwrite=overwrite, resume=resume)
     teacher = digits_teacher(teacher_config, device=dev)
     student = run(teacher, config, device=dev, progress=True, ckpt_dir=out / "ckpt").student
     save_student(out, student, teacher_config, {"init": "cmt", "mid": config.to_dict()})
@@ -85,7 +94,8 @@ def post_train(
     teacher_steps: Annotated[int, typer.Option(help=_TEACHER_HELP)] = 4000,
     seed: Annotated[int, typer.Option(**SEEDS, help="Seed of the data draws and (random init) the weights.")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
-    overwrite: Annotated[bool, typer.Option(help="Replace a different run already in OUT.")] = False,
+    overwrite: Annotated[bool, typer.Option(help=OVERWRITE_HELP)] = False,
+    resume: Annotated[bool, typer.Option(help=RESUME_HELP)] = False,
 ) -> None:
     """Post-train a consistency model on the digits train split from a random, diffusion or mid-trained
     initialisation; writes the student and, with --eval-every, its quality curve (curve.json)."""
@@ -113,7 +123,7 @@ def post_train(
                                      "does not train (mid-train --branch meanflow for meanflow)")  # fmt: skip
     spec = {"command": "vision cmt post-train", "post": config.to_dict(), "init": init,
             "teacher": {**teacher_config.to_dict(), "device": None}}  # fmt: skip
-    claim_run_option(out, spec, overwrite=overwrite)
+    claim_run_option(out, spec, overwrite=overwrite, resume=resume)
     teacher = digits_teacher(teacher_config, device=dev)
     if student is None:
         make = meanflow_student if method == "meanflow" else consistency_student

@@ -10,7 +10,15 @@ from typing import Annotated
 
 import typer
 
-from flowlab.core.cli import SEEDS, claim_run_option, device_option, json_text, option_error
+from flowlab.core.cli import (
+    OVERWRITE_HELP,
+    RESUME_HELP,
+    SEEDS,
+    claim_run_option,
+    device_option,
+    json_text,
+    option_error,
+)
 
 app = typer.Typer(help="GenDR-Pix: one-step super-resolution without a VAE.", no_args_is_help=True)
 
@@ -56,17 +64,20 @@ def train_teacher(
     lr: Annotated[float, typer.Option(help="Adam learning rate.")] = 1e-3,
     seed: Annotated[int, typer.Option(**SEEDS, help="Seed of the crops, degradations and training.")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
-    overwrite: Annotated[bool, typer.Option(help="Replace a different run already in OUT.")] = False,
+    overwrite: Annotated[bool, typer.Option(help=OVERWRITE_HELP)] = False,
+    resume: Annotated[bool, typer.Option(help=RESUME_HELP)] = False,
 ) -> None:
     """Train the latent x4 teacher (the GenDR stand-in) on the kit's photo autoencoder (built into the cache on
-    first use); resumes from OUT/ckpt when interrupted with the same options."""
+    first use); --resume continues from OUT/ckpt with the same options."""
     from flowlab.vision_gen.gendr_pix.store import save_sr
     from flowlab.vision_gen.gendr_pix.train import train_teacher as run
     from flowlab.vision_gen.kit.autoencoder import tiny_autoencoder
 
     dev = device_option(device)
     config = _config(teacher_steps=steps, pairs=pairs, crop=crop, lr=lr, seed=seed)
-    claim_run_option(out, {"command": "vision sr train-teacher", "config": config.to_dict()}, overwrite=overwrite)
+    claim_run_option(
+        out, {"command": "vision sr train-teacher", "config": config.to_dict()}, overwrite=overwrite, resume=resume
+    )
     autoencoder = tiny_autoencoder(config.autoencoder, device=dev)
     teacher = run(autoencoder, _pairs(config, seed=seed), config, device=dev, progress=True, ckpt_dir=out / "ckpt")
     save_sr(out, {"teacher": teacher}, config)
@@ -82,10 +93,11 @@ def distill(
     rand_pad: Annotated[bool, typer.Option(help="RandPad before the stage-II discriminator.")] = True,
     fourier: Annotated[bool, typer.Option(help="The masked Fourier loss in stage II.")] = True,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
-    overwrite: Annotated[bool, typer.Option(help="Replace a different run already in OUT.")] = False,
+    overwrite: Annotated[bool, typer.Option(help=OVERWRITE_HELP)] = False,
+    resume: Annotated[bool, typer.Option(help=RESUME_HELP)] = False,
 ) -> None:
-    """Distil the teacher in two adversarial stages into a VAE-free pixel student (on the teacher's pairs); resumes
-    each stage from OUT/ckpt when interrupted with the same options."""
+    """Distil the teacher in two adversarial stages into a VAE-free pixel student (on the teacher's pairs); --resume
+    continues each stage from OUT/ckpt with the same options."""
     from dataclasses import replace
 
     from flowlab.vision_gen.gendr_pix.store import save_sr
@@ -98,7 +110,9 @@ def distill(
                          fourier=fourier)  # fmt: skip
     except ValueError as err:
         raise option_error(err) from err
-    claim_run_option(out, {"command": "vision sr distill", "config": config.to_dict()}, overwrite=overwrite)
+    claim_run_option(
+        out, {"command": "vision sr distill", "config": config.to_dict()}, overwrite=overwrite, resume=resume
+    )
     pairs = _pairs(config, seed=config.seed)
     one = distill_stage1(model, pairs, config, device=dev, progress=True, ckpt_dir=out / "ckpt" / "stage1")
     two = distill_stage2(one, model, pairs, config, device=dev, progress=True, ckpt_dir=out / "ckpt" / "stage2")

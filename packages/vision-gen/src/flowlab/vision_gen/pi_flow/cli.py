@@ -8,7 +8,15 @@ from typing import Annotated
 
 import typer
 
-from flowlab.core.cli import SEEDS, claim_run_option, device_option, json_text, option_error
+from flowlab.core.cli import (
+    OVERWRITE_HELP,
+    RESUME_HELP,
+    SEEDS,
+    claim_run_option,
+    device_option,
+    json_text,
+    option_error,
+)
 from flowlab.vision_gen.kit.cli import teacher_from_options
 
 app = typer.Typer(help="pi-Flow: few-step policy students distilled by imitation.", no_args_is_help=True)
@@ -53,10 +61,11 @@ def distill(
     teacher_steps: Annotated[int, typer.Option(help="Training steps of the kit teacher.")] = 4000,
     seed: Annotated[int, typer.Option(**SEEDS, help="Seed of the student's initialisation and training draws.")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
-    overwrite: Annotated[bool, typer.Option(help="Replace a different student already in OUT.")] = False,
+    overwrite: Annotated[bool, typer.Option(help=OVERWRITE_HELP)] = False,
+    resume: Annotated[bool, typer.Option(help=RESUME_HELP)] = False,
 ) -> None:
     """Distil a student from the kit's rf digits teacher (the shared one by default, built into the cache on first
-    use); resumes from OUT/ckpt when interrupted with the same options, refuses a different run in OUT unless
+    use); --resume continues from OUT/ckpt with the same options; a different run in OUT is refused unless
     --overwrite."""
     from flowlab.vision_gen.kit.teachers import digits_teacher
     from flowlab.vision_gen.pi_flow.model import PiFlowConfig
@@ -73,7 +82,7 @@ def distill(
                                           steps=teacher_steps)  # fmt: skip
     spec = {"command": "vision piflow distill", "pi_flow": config.to_dict(),
             "teacher": {**teacher_config.to_dict(), "device": None}}  # fmt: skip
-    claim_run_option(out, spec, overwrite=overwrite)
+    claim_run_option(out, spec, overwrite=overwrite, resume=resume)
     teacher = digits_teacher(teacher_config, device=dev)
     student = distill_digits(config, teacher, device=dev, progress=True, ckpt_dir=out / "ckpt")
     save_student(out, student, config, teacher_config)

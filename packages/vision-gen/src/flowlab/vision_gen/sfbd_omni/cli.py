@@ -8,7 +8,15 @@ from typing import Annotated
 
 import typer
 
-from flowlab.core.cli import SEEDS, claim_run_option, device_option, json_text, option_error
+from flowlab.core.cli import (
+    OVERWRITE_HELP,
+    RESUME_HELP,
+    SEEDS,
+    claim_run_option,
+    device_option,
+    json_text,
+    option_error,
+)
 
 app = typer.Typer(help="SFBD-OMNI: a clean distribution from corrupted samples.", no_args_is_help=True)
 
@@ -52,13 +60,14 @@ def run(
     online_gamma: Annotated[float | None, typer.Option(help="The online variant's refresh share.")] = None,
     seed: Annotated[int, typer.Option(**SEEDS, help="Seed of the clean choice, the corruption and the training.")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N.")] = "cpu",
-    overwrite: Annotated[bool, typer.Option(help="Replace a different run already in OUT.")] = False,
+    overwrite: Annotated[bool, typer.Option(help=OVERWRITE_HELP)] = False,
+    resume: Annotated[bool, typer.Option(help=RESUME_HELP)] = False,
 ) -> None:
     """Corrupt the digits train split (but `clean` images), run SFBD-OMNI, measure each round's reconstructions
     against the test split (OUT/rounds.jsonl), save the posterior (OUT/posterior.safetensors, OUT/config.json),
     the final reconstructions (OUT/reconstructions.pt) and a grid of observations over reconstructions over the
-    truth (OUT/reconstructions.png). A rerun with the same options resumes from OUT/ckpt after the last finished
-    round; a different run in OUT is refused unless --overwrite."""
+    truth (OUT/reconstructions.png). --resume continues the same options' run from OUT/ckpt after the last
+    finished round; a different run in OUT is refused unless --overwrite."""
     import torch
 
     from flowlab.core.train import data_fingerprint
@@ -81,7 +90,7 @@ def run(
         raise typer.BadParameter("a clean weight above 0 needs clean images; give --clean > 0", param_hint="--clean")
     spec_run = {"command": "vision sfbd run", "corruption": list(spec), "clean": clean, "seed": seed,
                 "config": config.to_dict(), "data_fingerprint": data_fingerprint(data.clean, data.y)}  # fmt: skip
-    claim_run_option(out, spec_run, overwrite=overwrite)
+    claim_run_option(out, spec_run, overwrite=overwrite, resume=resume)
     log = (out / "rounds.jsonl").open("a")
 
     def record(k: int, pool: torch.Tensor) -> None:
