@@ -149,6 +149,15 @@ def test_cells_commands_refuse_bad_input(runs, tmp_path):
             for option, value in (("--iters", "0"), ("--batch", "-1"), ("--delta", "0"), ("--hold-out", "0"),
                                   ("--hold-out", "1.5"), ("--seed", str(2**64)))]  # fmt: skip
     fit += [BadInput("nan", ["fit", course, *out, option, "nan"], [option]) for option in ("--delta", "--hold-out")]
+    fit += [
+        BadInput("choice", ["fit", course, *out, "--config", "huge"], ["--config"]),
+        BadInput("type", ["fit", course, *out, "--v-hidden", "wide"], ["--v-hidden"]),
+        BadInput("type", ["fit", course, *out, "--plan-iters", "many"], ["--plan-iters"]),
+        BadInput("range", ["fit", course, *out, "--g-hidden", "16,0"], ["--g-hidden"]),
+        BadInput("range", ["fit", course, *out, "--config", "quick", "--plan-iters", "0"], ["--plan-iters"]),
+        BadInput("choice", ["fit", course, *out, "--method", "ot_cfm", "--plan-iters", "5"], ["--plan-iters"]),
+        BadInput("choice", ["fit", course, *out, "--method", "ot_cfm", "--g-hidden", "8"], ["--g-hidden"]),
+    ]
     fit += [BadInput("choice", ["fit", course, *out, option, value], [option])
             for option, value in (("--method", "sde"), ("--device", "gpu"), ("--time-key", "day"),
                                   ("--use-rep", "X_pca"))]  # fmt: skip

@@ -35,6 +35,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "flowlab.biology_dynamics.wfr_fm.ot_cfm": ["OTCFM", "OTCFMConfig"],
         "flowlab.biology_dynamics.wfr_fm.path": ["WFRDiracPath", "WFRPathSample", "wfr_cost", "wfr_distance_sq"],
         "flowlab.biology_dynamics.wfr_fm.plot": ["plot_fit"],
+        "flowlab.biology_dynamics.wfr_fm.presets": ["MATCHING", "NEURAL_ODE", "PRESETS", "sized"],
         "flowlab.biology_dynamics.wfr_fm.registry": ["METHODS", "load_model", "model_class"],
         "flowlab.biology_dynamics.wfr_fm.sample": ["ParticleTrajectory", "simulate_particles"],
         "flowlab.biology_dynamics.wfr_fm.tl": ["CellsFit", "annotate", "fit"],

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from flowlab.biology_dynamics.wfr_fm.names import METHODS
+from flowlab.biology_dynamics.wfr_fm.names import METHODS, PRESETS
 from flowlab.core.cli import (
     OVERWRITE_HELP,
     RESUME_HELP,
@@ -61,6 +61,19 @@ def _read(ctx: typer.Context, path: Path, time_key: str, use_rep: str) -> ad.Ann
     return adata
 
 
+def _widths(text: str | None, option: str) -> tuple[int, ...] | None:
+    """--v-hidden / --g-hidden as a tuple of positive widths (None: not given)."""
+    if text is None:
+        return None
+    try:
+        widths = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        widths = ()
+    if not widths or min(widths) < 1:
+        raise typer.BadParameter(f"expected comma-separated positive widths, got {text!r}", param_hint=option)
+    return widths
+
+
 def _times(text: str | None) -> list[float] | None:
     """--times as numbers (None: the model's own times)."""
     try:
@@ -78,8 +91,16 @@ def fit_cmd(
     use_rep: str = typer.Option("X_emb", "--use-rep", help="obsm key of the embedding (or X)"),
     method: str = typer.Option("wfr_fm", "--method", help=f"one of {', '.join(METHODS)}"),
     delta: float = typer.Option(2.0, "--delta", help="WFR length scale (wfr_fm, uot_cfm)"),
-    iters: int = typer.Option(3000, "--iters"),
-    batch: int = typer.Option(512, "--batch"),
+    preset: str | None = typer.Option(
+        None,
+        "--config",
+        help=f"sizes of one of {', '.join(PRESETS)} (the benchmarks' variants); the options below override it",
+    ),
+    iters: int | None = typer.Option(None, "--iters", help="training steps [method's default: 3000]"),
+    batch: int | None = typer.Option(None, "--batch", help="pairs (or cells) per interval per step"),
+    v_hidden: str | None = typer.Option(None, "--v-hidden", help="velocity MLP widths, e.g. 128,128,128"),
+    g_hidden: str | None = typer.Option(None, "--g-hidden", help="growth MLP widths (wfr_fm, neural_ode)"),
+    plan_iters: int | None = typer.Option(None, "--plan-iters", help="unbalanced plan iterations (wfr_fm, uot_cfm)"),
     hold_out: float | None = typer.Option(None, "--hold-out", help="an interior time point to leave out"),
     seed: int = typer.Option(0, "--seed", **SEEDS),
     device: str = typer.Option("cpu", "--device"),
@@ -93,25 +114,29 @@ def fit_cmd(
     import torch
 
     from flowlab.biology_dynamics.wfr_fm.data import fit_series
+    from flowlab.biology_dynamics.wfr_fm.presets import sized
     from flowlab.biology_dynamics.wfr_fm.registry import model_class
     from flowlab.biology_dynamics.wfr_fm.tl import annotate
 
     if method not in METHODS:
         raise typer.BadParameter(f"expected one of {METHODS}", param_hint="--method")
     device_option(device)
+    if preset is not None and preset not in PRESETS:
+        raise typer.BadParameter(f"expected one of {PRESETS}, got {preset!r}", param_hint="--config")
+    widths = {"v_hidden": _widths(v_hidden, "--v-hidden"), "g_hidden": _widths(g_hidden, "--g-hidden")}
     adata = _read(ctx, data, time_key, use_rep)
     klass = model_class(method)
-    options = {"iters": iters, "batch": batch}
-    if "delta" in {f.name for f in dataclasses.fields(klass.config_cls)}:
-        options["delta"] = delta
+    base = klass.config_cls()
     try:
-        config = klass.config_cls(**options)
+        if "delta" in {f.name for f in dataclasses.fields(base)}:
+            base = dataclasses.replace(base, delta=delta)
+        config = sized(base, preset, iters=iters, batch=batch, plan_iters=plan_iters, **widths)
         fit_series(adata, time_key=time_key, use_rep=use_rep, hold_out=hold_out)
     except ValueError as err:
         raise option_error(err, ctx=ctx, default="DATA") from err
     digest = hashlib.sha256(data.read_bytes()).hexdigest()
-    spec = {"command": "cells fit", "method": method, "options": options, "time_key": time_key, "use_rep": use_rep,
-            "hold_out": hold_out, "seed": seed, "data_sha256": digest}  # fmt: skip
+    spec = {"command": "cells fit", "method": method, "config": config.to_dict(), "time_key": time_key,
+            "use_rep": use_rep, "hold_out": hold_out, "seed": seed, "data_sha256": digest}  # fmt: skip
     claim_run_option(out, spec, overwrite=overwrite, resume=resume)
     try:
         model = klass(config).fit(

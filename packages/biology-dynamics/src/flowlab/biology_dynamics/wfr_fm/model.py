@@ -343,10 +343,11 @@ def checkpoint_meta(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]
 
 def check_training_fields(cfg: Config) -> None:
     """Range checks shared by the time-course models' configs (types are checked by `Config`): positive
-    iters and batch, positive finite learning rates, an EMA decay in [0, 1) or None, non-empty positive widths."""
-    for name in ("iters", "batch"):
-        value = getattr(cfg, name)
-        if value < 1:
+    iters, batch and plan iterations (where the config has them) and chunk (or None), positive finite learning
+    rates, an EMA decay in [0, 1) or None, non-empty positive widths."""
+    for name in ("iters", "batch", "plan_iters", "chunk"):
+        value = getattr(cfg, name, 1)
+        if value is not None and value < 1:
             raise ValueError(f"{name}: expected a positive integer, got {value!r}")
     for name in ("lr", "lr_min"):
         value = getattr(cfg, name)

@@ -10,7 +10,8 @@ import numpy as np
 import torch
 
 from flowlab.biology_dynamics.wfr_fm.data import embedding, obs_times
-from flowlab.biology_dynamics.wfr_fm.model import TimeCourseModel, WFRFlowMatching
+from flowlab.biology_dynamics.wfr_fm.model import TimeCourseModel, WFRConfig, WFRFlowMatching
+from flowlab.biology_dynamics.wfr_fm.presets import sized
 
 __all__ = ["CellsFit", "annotate", "fit"]
 
@@ -54,6 +55,7 @@ def fit(
     time_key: str = "time",
     use_rep: str = "X_emb",
     delta: float = 2.0,
+    config: str | None = None,
     key_added: str = "wfr_fm",
     copy: bool = False,
     hold_out: float | None = None,
@@ -62,9 +64,10 @@ def fit(
     **options: Any,
 ) -> CellsFit:
     """Fit WFR-FM to the cells of `adata` (times in obs[time_key], embedding in obsm[use_rep]) and annotate it
-    (see `annotate`). `options` are further `WFRConfig` fields (iters, batch, v_hidden, ...)."""
+    (see `annotate`). `config`: a size preset of `presets` ("smoke", "quick", "full": the benchmarks' variants);
+    `options` are further `WFRConfig` fields (iters, batch, v_hidden, ...), which override it."""
     target = adata.copy() if copy else adata
-    model = WFRFlowMatching(delta=delta, **options)
+    model = WFRFlowMatching(sized(WFRConfig(delta=delta), config, **options))
     model.fit(
         target,
         time_key=time_key,

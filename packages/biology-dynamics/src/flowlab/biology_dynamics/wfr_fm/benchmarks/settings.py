@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from flowlab.biology_dynamics.wfr_fm.model import WFRConfig
 from flowlab.biology_dynamics.wfr_fm.neural_ode_growth import NeuralODEConfig
 from flowlab.biology_dynamics.wfr_fm.ot_cfm import OTCFMConfig
+from flowlab.biology_dynamics.wfr_fm.presets import MATCHING, NEURAL_ODE, sized
 from flowlab.biology_dynamics.wfr_fm.uot_cfm import UOTCFMConfig
 from flowlab.core.config import Config
 
@@ -31,8 +32,6 @@ DIRECTIONS = {
     "speedup_to_wfr_w1_rk4": "max",
 }
 
-_WIDE = (256,) * 5
-
 
 @dataclass(frozen=True)
 class WFRBench(Config):
@@ -47,22 +46,14 @@ class WFRBench(Config):
     `cell_fraction`: the share of each time point's cells the scenario keeps (`data.subsample_cells`; 1: all, as
     the quick and full variants)."""
 
-    wfr: WFRConfig = field(
-        default_factory=lambda: WFRConfig(v_hidden=_WIDE, g_hidden=(256,) * 3, iters=3000, batch=256, plan_iters=1000)
-    )
-    ot_cfm: OTCFMConfig = field(default_factory=lambda: OTCFMConfig(v_hidden=_WIDE, iters=3000, batch=256))
-    uot_cfm: UOTCFMConfig = field(
-        default_factory=lambda: UOTCFMConfig(v_hidden=_WIDE, iters=3000, batch=256, plan_iters=1000)
-    )
+    wfr: WFRConfig = field(default_factory=lambda: sized(WFRConfig(), "full"))
+    ot_cfm: OTCFMConfig = field(default_factory=lambda: sized(OTCFMConfig(), "full"))
+    uot_cfm: UOTCFMConfig = field(default_factory=lambda: sized(UOTCFMConfig(), "full"))
     neural_ode: NeuralODEConfig = field(
-        default_factory=lambda: NeuralODEConfig(
-            v_hidden=(128,) * 3, g_hidden=(128,) * 2, iters=1500, batch=256, solver="dopri5", adjoint=True
-        )
+        default_factory=lambda: sized(NeuralODEConfig(), "full", solver="dopri5", adjoint=True)
     )
     neural_ode_rk4: NeuralODEConfig = field(
-        default_factory=lambda: NeuralODEConfig(
-            v_hidden=(128,) * 3, g_hidden=(128,) * 2, iters=1500, batch=256, solver="rk4", step_size=0.05
-        )
+        default_factory=lambda: sized(NeuralODEConfig(), "full", solver="rk4", step_size=0.05)
     )
     threads: int | None = 1
     curve_points: int = 30
@@ -96,13 +87,12 @@ def with_matching(bench: B, **values: Any) -> B:
 
 
 def quick(full: B) -> B:
-    """The quick variant of a full one: the networks, lengths and batches of a CPU run of a few minutes."""
-    small = with_matching(full, v_hidden=(128,) * 3, g_hidden=(128,) * 2, iters=500, batch=128, plan_iters=300)
-    ode = {"v_hidden": (64,) * 3, "g_hidden": (64,) * 2, "iters": 80, "batch": 128}
+    """The quick variant of a full one: the networks, lengths and batches of a CPU run of a few minutes (the
+    `quick` preset, `flowlab cells fit --config quick`)."""
     return replace(
-        small,
-        neural_ode=replace(full.neural_ode, **ode),
-        neural_ode_rk4=replace(full.neural_ode_rk4, **ode),
+        with_matching(full, **MATCHING["quick"]),
+        neural_ode=replace(full.neural_ode, **NEURAL_ODE["quick"]),
+        neural_ode_rk4=replace(full.neural_ode_rk4, **NEURAL_ODE["quick"]),
         curve_points=20,
     )
 
@@ -110,12 +100,10 @@ def quick(full: B) -> B:
 def smoke(quick: B) -> B:
     """The smoke variant of a quick one: toy networks and lengths on a quarter of the cells, seconds on a CPU. It
     checks that every method's code path runs, not the fit."""
-    tiny = with_matching(quick, v_hidden=(16,) * 2, g_hidden=(16,), iters=20, batch=32, plan_iters=30)
-    ode = {"v_hidden": (16,), "g_hidden": (16,), "iters": 2, "batch": 32}
     return replace(
-        tiny,
-        neural_ode=replace(quick.neural_ode, **ode),
-        neural_ode_rk4=replace(quick.neural_ode_rk4, **ode),
+        with_matching(quick, **MATCHING["smoke"]),
+        neural_ode=replace(quick.neural_ode, **NEURAL_ODE["smoke"]),
+        neural_ode_rk4=replace(quick.neural_ode_rk4, **NEURAL_ODE["smoke"]),
         curve_points=1,
         cell_fraction=0.25,
     )
