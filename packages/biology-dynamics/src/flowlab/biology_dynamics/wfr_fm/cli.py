@@ -96,7 +96,7 @@ def fit_cmd(
         "--config",
         help=f"sizes of one of {', '.join(PRESETS)} (the benchmarks' variants); the options below override it",
     ),
-    iters: int | None = typer.Option(None, "--iters", help="training steps [method's default: 3000]"),
+    iters: int | None = typer.Option(None, "--iters", help="training steps (default: the preset's, else the method's)"),
     batch: int | None = typer.Option(None, "--batch", help="pairs (or cells) per interval per step"),
     v_hidden: str | None = typer.Option(None, "--v-hidden", help="velocity MLP widths, e.g. 128,128,128"),
     g_hidden: str | None = typer.Option(None, "--g-hidden", help="growth MLP widths (wfr_fm, neural_ode)"),
