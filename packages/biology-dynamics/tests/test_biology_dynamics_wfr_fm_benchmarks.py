@@ -15,6 +15,7 @@ from flowlab.biology_dynamics.wfr_fm.benchmarks.compare import models
 from flowlab.biology_dynamics.wfr_fm.benchmarks.curves import curve_steps, time_to
 from flowlab.biology_dynamics.wfr_fm.benchmarks.emt import EMTBench
 from flowlab.biology_dynamics.wfr_fm.benchmarks.gene import GeneBench
+from flowlab.biology_dynamics.wfr_fm.benchmarks.mixture import MixtureBench
 from flowlab.biology_dynamics.wfr_fm.benchmarks.settings import WFRBench, quick, with_matching
 from flowlab.biology_dynamics.wfr_fm.data import subsample_cells
 from flowlab.biology_dynamics.wfr_fm.model import WFRConfig, WFRFlowMatching
@@ -23,7 +24,11 @@ from flowlab.biology_dynamics.wfr_fm.neural_ode_growth import GrowthNeuralODE
 
 def test_scenarios_are_registered_with_typed_variants():
     by_name = {s.name: s for s in SCENARIOS if s.method == "wfr_fm"}
-    assert set(by_name) == {"bio.wfr_fm.gene", "bio.wfr_fm.emt", "bio.wfr_fm.dygen"}
+    assert set(by_name) == {"bio.wfr_fm.gene", "bio.wfr_fm.emt", "bio.wfr_fm.dygen", "bio.wfr_fm.mixture50"}
+    mixture = by_name.pop("bio.wfr_fm.mixture50").variants  # delta from the data; sizes from the presets
+    assert {type(v) for v in mixture.values()} == {MixtureBench}
+    assert mixture["smoke"].n0 < mixture["quick"].n0 < mixture["full"].n0 and mixture["quick"].dim == 50
+    assert all(v.cell_fraction == 1 for v in mixture.values())  # a fresh draw, not a share of one
     kinds = {"bio.wfr_fm.gene": GeneBench, "bio.wfr_fm.emt": EMTBench, "bio.wfr_fm.dygen": WFRBench}
     for name, s in by_name.items():
         assert {type(v) for v in s.variants.values()} == {kinds[name]}

@@ -90,7 +90,12 @@ def fit_cmd(
     time_key: str = typer.Option("time", "--time-key"),
     use_rep: str = typer.Option("X_emb", "--use-rep", help="obsm key of the embedding (or X)"),
     method: str = typer.Option("wfr_fm", "--method", help=f"one of {', '.join(METHODS)}"),
-    delta: float = typer.Option(2.0, "--delta", help="WFR length scale (wfr_fm, uot_cfm)"),
+    delta: str = typer.Option(
+        "data",
+        "--delta",
+        help="WFR length scale (wfr_fm, uot_cfm): a number, `data` (the median distance a cell "
+        "moves between consecutive times) or `auto` (the best of 0.5, 1, 2, 4 times that on held-out cells)",
+    ),
     preset: str | None = typer.Option(
         None,
         "--config",
@@ -114,6 +119,8 @@ def fit_cmd(
     import torch
 
     from flowlab.biology_dynamics.wfr_fm.data import fit_series
+    from flowlab.biology_dynamics.wfr_fm.delta import parse_delta, resolve_delta
+    from flowlab.biology_dynamics.wfr_fm.model import WFRConfig
     from flowlab.biology_dynamics.wfr_fm.presets import sized
     from flowlab.biology_dynamics.wfr_fm.registry import model_class
     from flowlab.biology_dynamics.wfr_fm.tl import annotate
@@ -126,19 +133,30 @@ def fit_cmd(
     widths = {"v_hidden": _widths(v_hidden, "--v-hidden"), "g_hidden": _widths(g_hidden, "--g-hidden")}
     adata = _read(ctx, data, time_key, use_rep)
     klass = model_class(method)
-    base = klass.config_cls()
+    has_delta = "delta" in {f.name for f in dataclasses.fields(klass.config_cls)}
     try:
-        if "delta" in {f.name for f in dataclasses.fields(base)}:
-            base = dataclasses.replace(base, delta=delta)
-        config = sized(base, preset, iters=iters, batch=batch, plan_iters=plan_iters, **widths)
+        delta_setting = parse_delta(delta)
+        config = sized(klass.config_cls(), preset, iters=iters, batch=batch, plan_iters=plan_iters, **widths)
         fit_series(adata, time_key=time_key, use_rep=use_rep, hold_out=hold_out)
     except ValueError as err:
         raise option_error(err, ctx=ctx, default="DATA") from err
     digest = hashlib.sha256(data.read_bytes()).hexdigest()
-    spec = {"command": "cells fit", "method": method, "config": config.to_dict(), "time_key": time_key,
-            "use_rep": use_rep, "hold_out": hold_out, "seed": seed, "data_sha256": digest}  # fmt: skip
+    settings = {k: v for k, v in config.to_dict().items() if k != "delta"}
+    spec = {"command": "cells fit", "method": method, "config": settings,
+            "delta": delta_setting if has_delta else None, "time_key": time_key, "use_rep": use_rep,
+            "hold_out": hold_out, "seed": seed, "data_sha256": digest}  # fmt: skip
     claim_run_option(out, spec, overwrite=overwrite, resume=resume)
     try:
+        if has_delta:
+            shared = set(WFRConfig.__dataclass_fields__) & set(type(config).__dataclass_fields__)
+            wfr = dataclasses.replace(WFRConfig(), **{k: getattr(config, k) for k in shared})
+            value, chosen = resolve_delta(delta_setting, adata, wfr, time_key=time_key, use_rep=use_rep,
+                                          hold_out=hold_out, seed=seed, device=device)  # fmt: skip
+            config = dataclasses.replace(config, delta=value)
+            if chosen is not None:
+                tried = ", ".join(f"{d:.3g}: {w:.4g}" for d, w in chosen.scores.items())
+                typer.echo(f"delta auto: held-out mean W1 by delta {{{tried}}}")
+            typer.echo(f"delta = {value:.4g}" + (f" ({delta_setting})" if isinstance(delta_setting, str) else ""))
         model = klass(config).fit(
             adata,
             time_key=time_key,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anndata as ad
@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from flowlab.biology_dynamics.wfr_fm.data import embedding, obs_times
+from flowlab.biology_dynamics.wfr_fm.delta import resolve_delta
 from flowlab.biology_dynamics.wfr_fm.model import TimeCourseModel, WFRConfig, WFRFlowMatching
 from flowlab.biology_dynamics.wfr_fm.presets import sized
 
@@ -54,7 +55,7 @@ def fit(
     *,
     time_key: str = "time",
     use_rep: str = "X_emb",
-    delta: float = 2.0,
+    delta: float | str = "data",
     config: str | None = None,
     key_added: str = "wfr_fm",
     copy: bool = False,
@@ -64,10 +65,15 @@ def fit(
     **options: Any,
 ) -> CellsFit:
     """Fit WFR-FM to the cells of `adata` (times in obs[time_key], embedding in obsm[use_rep]) and annotate it
-    (see `annotate`). `config`: a size preset of `presets` ("smoke", "quick", "full": the benchmarks' variants);
-    `options` are further `WFRConfig` fields (iters, batch, v_hidden, ...), which override it."""
+    (see `annotate`). `delta`: a number, "data" (`delta.data_delta`: the median distance a cell moves between
+    consecutive times) or "auto" (`delta.select_delta`: picked on held-out cells). `config`: a size preset of
+    `presets` ("smoke", "quick", "full": the benchmarks' variants); `options` are further `WFRConfig` fields (iters,
+    batch, v_hidden, ...), which override it."""
     target = adata.copy() if copy else adata
-    model = WFRFlowMatching(sized(WFRConfig(delta=delta), config, **options))
+    settings = sized(WFRConfig(), config, **options)
+    value, _ = resolve_delta(delta, target, settings, time_key=time_key, use_rep=use_rep, hold_out=hold_out,
+                             seed=seed, device=device)  # fmt: skip
+    model = WFRFlowMatching(replace(settings, delta=value))
     model.fit(
         target,
         time_key=time_key,

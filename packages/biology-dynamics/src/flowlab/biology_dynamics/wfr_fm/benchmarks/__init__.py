@@ -1,4 +1,4 @@
-"""Benchmark scenarios bio.wfr_fm.{gene,emt,dygen}: WFR-FM against OT-CFM, UOT-CFM and a simulation-trained
+"""Benchmark scenarios bio.wfr_fm.{gene,emt,dygen,mixture50}: WFR-FM against OT-CFM, UOT-CFM and a simulation-trained
 growth neural ODE (twice: through the adjoint of adaptive dopri5 as the spec and TIGON train it, and our faster
 backpropagation through fixed-step rk4), all trained in the same process on the same data.
 
@@ -16,10 +16,11 @@ not rank methods, and a W1 target near it times each method's approach to the no
 | `curves` | the W1-vs-training-time callback and the time to a W1 target |
 | `compare` | every method fitted and scored on one data set, the speed-ups |
 | `gene`, `emt`, `dygen` | one scenario each: its settings type, variants, references and run |
+| `mixture` | `bio.wfr_fm.mixture50`: a 50-D growing Gaussian mixture, delta from the data, scored on fresh cells |
 """
 
-from flowlab.biology_dynamics.wfr_fm.benchmarks import dygen, emt, gene
+from flowlab.biology_dynamics.wfr_fm.benchmarks import dygen, emt, gene, mixture
 
-SCENARIOS = (gene.SCENARIO, emt.SCENARIO, dygen.SCENARIO)
+SCENARIOS = (gene.SCENARIO, emt.SCENARIO, dygen.SCENARIO, mixture.SCENARIO)
 
 __all__ = ["SCENARIOS"]
