@@ -93,8 +93,8 @@ def fit_cmd(
     delta: str = typer.Option(
         "data",
         "--delta",
-        help="WFR length scale (wfr_fm, uot_cfm): a number, `data` (the median distance a cell "
-        "moves between consecutive times) or `auto` (the best of 0.5, 1, 2, 4 times that on held-out cells)",
+        help="WFR length scale (wfr_fm, uot_cfm): a number, `data` (from how far cells move between consecutive "
+        "times) or `auto` (the best of five such candidates on held-out cells: five fits)",
     ),
     preset: str | None = typer.Option(
         None,
