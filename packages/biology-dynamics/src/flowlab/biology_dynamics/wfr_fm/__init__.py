@@ -1,6 +1,6 @@
 """WFR-FM: Wasserstein–Fisher–Rao flow matching for unbalanced single-cell dynamics, with its baselines
 (OT-CFM, UOT-CFM, a simulation-trained growth neural ODE), AnnData I/O, a toggle-switch generator with known
-growth, evaluation, plots, benchmarks and the `flowlab cells` CLI."""
+growth, evaluation, plots (scanpy-style in `pl`), benchmarks and the `flowlab cells` CLI."""
 
 from flowlab.core.lazy import lazy_exports
 
@@ -34,6 +34,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "flowlab.biology_dynamics.wfr_fm.objective": ["UnbalancedPlans", "matching_loss", "unbalanced_plans"],
         "flowlab.biology_dynamics.wfr_fm.ot_cfm": ["OTCFM", "OTCFMConfig"],
         "flowlab.biology_dynamics.wfr_fm.path": ["WFRDiracPath", "WFRPathSample", "wfr_cost", "wfr_distance_sq"],
+        "flowlab.biology_dynamics.wfr_fm.pl": ["growth", "trajectories", "velocity_embedding"],
         "flowlab.biology_dynamics.wfr_fm.plot": ["plot_fit"],
         "flowlab.biology_dynamics.wfr_fm.presets": ["MATCHING", "NEURAL_ODE", "PRESETS", "sized"],
         "flowlab.biology_dynamics.wfr_fm.registry": ["METHODS", "load_model", "model_class"],
@@ -41,4 +42,5 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "flowlab.biology_dynamics.wfr_fm.tl": ["CellsFit", "annotate", "fit"],
         "flowlab.biology_dynamics.wfr_fm.uot_cfm": ["UOTCFM", "UOTCFMConfig"],
     },
+    submodules=["pl", "tl"],  # scanpy's namespaces: pl.velocity_embedding(adata), tl.fit(adata)
 )
