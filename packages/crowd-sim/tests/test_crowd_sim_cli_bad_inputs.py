@@ -1,7 +1,8 @@
-"""`flowlab crowd train|simulate|evaluate|render` meet every kind of bad input (`flowlab.core.testing.bad_input`):
-one error naming the option or file, exit 2, before any work. The options, checkpoints, rollouts and data roots of
-bad files need no data (a model checkpoint is built on the synthetic scene); the cases that need the crowds data set
-(a run folder of another run, a spoilt copy of a scene, a rollout that does not fit its window) skip without it."""
+"""`flowlab crowd train|simulate|predict|evaluate|render|export` meet every kind of bad input
+(`flowlab.core.testing.bad_input`): one error naming the option or file, exit 2, before any work. The options,
+checkpoints, rollouts and data roots of bad files need no data (a model checkpoint is built on the synthetic scene);
+the cases that need the crowds data set (a run folder of another run, a spoilt copy of a scene, a rollout that does
+not fit its window, predicted frames outside the window) skip without it."""
 
 from __future__ import annotations
 
@@ -101,26 +102,46 @@ def _checkpoints(checkpoint: Path, folder: Path, bad) -> list[tuple[str, str, li
     return [(kind, path, [Path(path).name]) for kind, path in files]
 
 
-def _simulate_cases(checkpoint: Path, folder: Path, roots, bad) -> list[BadInput]:
+def _policy_cases(command: list[str], checkpoint: Path, checkpoints, roots) -> list[BadInput]:
+    """The cases of the options `simulate` and `predict` share; `command`: the command, its small size and --out."""
+
     def case(kind, names, *args, policy=("--baseline", "cv")):
-        return BadInput(kind, ["simulate", "--scene", "gc", *policy, "--steps", "1", "--out", str(folder / "r.pt"),
-                               *args], names)  # fmt: skip
+        return BadInput(kind, [*command, "--scene", "gc", *policy, *args], names)
 
     model = ("--checkpoint", str(checkpoint))
     cases = [case("choice", ["--scene"], "--scene", "mall"), case("choice", ["--baseline"], policy=("--baseline", "x")),
              case("choice", ["--checkpoint"], policy=()), case("choice", ["--checkpoint"], *model),
              case("choice", ["--window"], "--window", "time9999"), case("choice", ["--frame"], "--frame", "tilted"),
              case("choice", ["--sampler"], "--sampler", "euler"), case("choice", ["--device"], "--device", "tpu"),
-             case("type", ["--steps"], "--steps", "x"), case("type", ["--replicas"], "--replicas", "1.5"),
              case("type", ["--sample-steps"], "--sample-steps", "x", policy=model),
              case("type", ["--seed"], "--seed", "x"), case("range", ["--seed"], "--seed", str(-(2**64))),
-             case("range", ["--steps"], "--steps", "0"),
-             case("range", ["--replicas"], "--replicas", "0"),
              case("range", ["--sample-steps"], "--sample-steps", "0", "--sampler", "ddim", policy=model),
              case("range", ["--sample-steps"], "--sample-steps", "500", "--sampler", "ddim", policy=model)]  # fmt: skip
-    cases += [case(kind, ["--checkpoint", *names], policy=("--checkpoint", path))
-              for kind, path, names in _checkpoints(checkpoint, folder / "checkpoints", bad)]  # fmt: skip
+    cases += [case(kind, ["--checkpoint", *names], policy=("--checkpoint", path)) for kind, path, names in checkpoints]
     return cases + [case(kind, ["--data", name], "--data", root) for kind, root, name in roots]
+
+
+def _simulate_cases(checkpoint: Path, checkpoints, folder: Path, roots) -> list[BadInput]:
+    command = ["simulate", "--steps", "1", "--out", str(folder / "r.pt")]
+    cases = [BadInput("type", [*command, "--steps", "x"], ["--steps"]),
+             BadInput("type", [*command, "--replicas", "1.5"], ["--replicas"]),
+             BadInput("range", [*command, "--steps", "0"], ["--steps"]),
+             BadInput("range", [*command, "--replicas", "0"], ["--replicas"])]  # fmt: skip
+    return cases + _policy_cases(command, checkpoint, checkpoints, roots)
+
+
+def _predict_cases(checkpoint: Path, checkpoints, folder: Path, roots) -> list[BadInput]:
+    command = ["predict", "--horizon", "1", "--samples", "1", "--out", str(folder / "p.pt")]
+    cases = [BadInput("type", [*command, "--start", "x"], ["--start"]),
+             BadInput("type", [*command, "--observe", "1.5"], ["--observe"]),
+             BadInput("type", [*command, "--horizon", "x"], ["--horizon"]),
+             BadInput("type", [*command, "--samples", "x"], ["--samples"]),
+             BadInput("type", [*command, "--known-destinations=yes"], ["--known-destinations"]),
+             BadInput("range", [*command, "--start", "-1"], ["--start"]),
+             BadInput("range", [*command, "--observe", "1"], ["--observe"]),
+             BadInput("range", [*command, "--horizon", "0"], ["--horizon"]),
+             BadInput("range", [*command, "--samples", "0"], ["--samples"])]  # fmt: skip
+    return cases + _policy_cases(command, checkpoint, checkpoints, roots)
 
 
 def _rollouts(folder: Path, bad) -> list[tuple[str, str, list[str]]]:
@@ -144,29 +165,38 @@ def _rollouts(folder: Path, bad) -> list[tuple[str, str, list[str]]]:
 
 
 def _read_cases(folder: Path, roots, bad) -> list[BadInput]:
-    """The cases of `evaluate` and `render`: bad rollouts, frames, data roots and outputs."""
+    """The cases of `evaluate`, `render` and `export`: bad rollouts, frames, data roots and outputs."""
     good = _rollout(folder, "good.pt")
     (folder / "notes.txt").write_text("not a folder")
+    (folder / "folder.txt").mkdir()
     rollouts = _rollouts(folder, bad)
     cases = []
-    for command in ("evaluate", "render"):
+    for command in ("evaluate", "render", "export"):
         cases += [BadInput(kind, [command, path], names) for kind, path, names in rollouts]
         cases += [BadInput("choice", [command, good, "--frame", "tilted"], ["--frame"])]
         cases += [BadInput(kind, [command, good, "--data", root], ["--data", name]) for kind, root, name in roots]
     return [*cases, BadInput("choice", ["render", good, "--out", str(folder / "notes.txt")], ["--out"]),
             BadInput("type", ["render", good, "--every", "x"], ["--every"]),
-            BadInput("range", ["render", good, "--every", "0"], ["--every"])]  # fmt: skip
+            BadInput("range", ["render", good, "--every", "0"], ["--every"]),
+            BadInput("choice", ["export", good, "--out", str(folder / "r.csv")], ["--out"]),
+            BadInput("choice", ["export", good, "--out", str(folder / "folder.txt")], ["--out"]),
+            BadInput("type", ["export", good, "--replica", "x"], ["--replica"]),
+            BadInput("range", ["export", good, "--replica", "-1"], ["--replica"]),
+            BadInput("range", ["export", good, "--replica", "1"], ["--replica"])]  # fmt: skip
 
 
 def test_every_command_refuses_bad_input_cleanly(checkpoint, tmp_path):
     roots = _data_roots(tmp_path / "roots")
     bad_files(tmp_path / "bad", ".pt", like=checkpoint)
     bad = _bad_files(tmp_path / "bad")
-    cases = _train_cases(tmp_path / "train", roots) + _simulate_cases(checkpoint, tmp_path / "simulate", roots, bad)
-    cases += _read_cases(tmp_path / "read", roots, bad)
+    checkpoints = _checkpoints(checkpoint, tmp_path / "checkpoints", bad)
+    cases = _train_cases(tmp_path / "train", roots) + _read_cases(tmp_path / "read", roots, bad)
+    cases += _simulate_cases(checkpoint, checkpoints, tmp_path / "simulate", roots)
+    cases += _predict_cases(checkpoint, checkpoints, tmp_path / "predict", roots)
     check_bad_inputs(app, cases, pickle_marker=tmp_path / "bad" / "PICKLE_RAN")
     assert uncovered_commands(app, cases) == []
-    assert not (tmp_path / "train" / "m.pt").exists() and not (tmp_path / "simulate" / "r.pt").exists()
+    written = [tmp_path / "train" / "m.pt", tmp_path / "simulate" / "r.pt", tmp_path / "predict" / "p.pt"]
+    assert not any(path.exists() for path in written)
 
 
 def _spoilt_copy(folder: Path, file: str, content: bytes) -> str:
@@ -189,6 +219,17 @@ def _train(ckpt_dir: Path, out: Path) -> list[str]:
             "--ckpt-dir", str(ckpt_dir), "--out", str(out)]  # fmt: skip
 
 
+def _predicted_frames_cases(out: Path) -> list[BadInput]:
+    """`predict` with observed or predicted frames outside the GC test window (750 frames, nobody in 700 of them)."""
+    command = ["predict", "--scene", "gc", "--baseline", "cv", "--samples", "1", "--out", str(out)]
+    return [
+        BadInput("range", [*command, "--start", "3"], ["--start"]),
+        BadInput("range", [*command, "--start", "745"], ["--start"]),
+        BadInput("range", [*command, "--horizon", "1000"], ["--observe", "--horizon"]),
+        BadInput("range", [*command, "--observe", "700", "--horizon", "1"], ["--start", "no pedestrian"]),
+    ]
+
+
 @needs_data
 def test_bad_data_and_mixed_runs_are_refused(tmp_path):
     test = "ucy_students03/time162-216"
@@ -207,9 +248,10 @@ def test_bad_data_and_mixed_runs_are_refused(tmp_path):
                 str(tmp_path / "r.pt"), "--data", root]  # fmt: skip
         cases.append(BadInput(kind, args, ["--data", Path(file).name]))
     late = _rollout(tmp_path, "late.pt", start=10_000)
-    cases += [BadInput("shape", ["evaluate", _rollout(tmp_path, "few.pt")], ["ROLLOUT", "few.pt", "pedestrians"]),
-              BadInput("range", ["evaluate", late], ["ROLLOUT", "late.pt", "frames"]),
-              BadInput("range", ["render", late], ["ROLLOUT", "late.pt", "frames"])]  # fmt: skip
+    cases += [BadInput("shape", ["evaluate", _rollout(tmp_path, "few.pt")], ["ROLLOUT", "few.pt", "pedestrians"])]
+    cases += [BadInput("range", [command, late], ["ROLLOUT", "late.pt", "frames"])
+              for command in ("evaluate", "render", "export")]  # fmt: skip
+    cases += _predicted_frames_cases(tmp_path / "p.pt")
     other = tmp_path / "other"
     (other / "checkpoints").mkdir(parents=True)
     (other / "run.json").write_text('{"command": "crowd train", "scene": "gc"}')
@@ -220,4 +262,4 @@ def test_bad_data_and_mixed_runs_are_refused(tmp_path):
         for folder in (other, tmp_path / "foreign")
     ]
     check_bad_inputs(app, cases)
-    assert not (tmp_path / "r.pt").exists() and not (tmp_path / "m.pt").exists()
+    assert not any((tmp_path / name).exists() for name in ("r.pt", "m.pt", "p.pt"))

@@ -1,9 +1,11 @@
-"""EnvSocial-Diff's commands `train|simulate|evaluate|render` (mounted as `flowlab crowd ...`) on the shared crowd
-scenes (UCY students03, GC).
+"""EnvSocial-Diff's commands `train|simulate|predict|evaluate|render|export` (mounted as `flowlab crowd ...`) on the
+shared crowd scenes (UCY students03, GC).
 
-Data come from `--data` or $FLOWLAB_DATA (the folder holding `crowds/`). Trajectory files written by `simulate` are
-torch files of tensors (`positions (R, T, P, 2)`, `mask (T, P)`, `start`), read back with weights_only=True.
-Every option, model and rollout is checked before a scene is read, and the scene before any work.
+Data come from `--data` or $FLOWLAB_DATA (the folder holding `crowds/`). Rollouts written by `simulate` and `predict`
+are torch files of tensors (`positions (R, T, P, 2)` over the window's frames start..start+T-1, `mask (T, P)`,
+`start`, `window`, `scene`), read back with weights_only=True; `export` writes one replica as the "frame ped_id x y"
+text of trajectory forecasting. Every option, model and rollout is checked before a scene is read, and the scene
+before any work.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP, SEEDS, json_text
 from flowlab.crowd_sim.envsocial_diff.names import ABLATIONS, SAMPLERS
 from flowlab.crowd_sim.names import FRAMES, SCENES
 
-app = typer.Typer(help="EnvSocial-Diff crowd simulation: train, simulate, evaluate, render.")
+app = typer.Typer(help="EnvSocial-Diff crowd simulation: train, simulate, predict, evaluate, render, export.")
 
 BASELINES = ("sfm", "cv")
+ROLLOUT_HELP = "a file written by `flowlab crowd simulate` or `flowlab crowd predict`"
 
 
 def _choice(value: str, choices: tuple[str, ...], option: str, what: str) -> None:
@@ -74,6 +77,50 @@ def _policy(scene, model, baseline: str | None, sampler: str, sample_steps: int 
     if baseline == "sfm":
         return SocialForcePolicy(scene, SocialForceParams(), DestinationForce())
     return model.policy(scene, sampler=sampler, sample_steps=sample_steps)
+
+
+def _rollout_setup(
+    scene_name: str,
+    checkpoint: Path | None,
+    baseline: str | None,
+    window: str,
+    sampler: str,
+    sample_steps: int | None,
+    data: Path | None,
+    frame: str,
+    device: str,
+):
+    """(scene, recorded window, policy, device) of the options `simulate` and `predict` share: every option and the
+    model checked first, then the scene read with the one window."""
+    from flowlab.core.cli import device_option
+
+    _choice(scene_name, SCENES, "--scene", "scene")
+    _choice(frame, FRAMES, "--frame", "frame")
+    _choice(sampler, SAMPLERS, "--sampler", "sampler")
+    if (checkpoint is None) == (baseline is None):
+        raise typer.BadParameter("give exactly one of --checkpoint and --baseline", param_hint="--checkpoint")
+    if baseline is not None:
+        _choice(baseline, BASELINES, "--baseline", "baseline")
+    device = device_option(device)
+    name = _window_name(scene_name, window)
+    model = None if checkpoint is None else _model(checkpoint, device, sampler, sample_steps)
+    scene = _scene(scene_name, data, frame, windows=[name])
+    return scene, scene.windows[name], _policy(scene, model, baseline, sampler, sample_steps), device
+
+
+def _save_rollout(traj, scene, window, out: Path) -> None:
+    """Write `traj` (a `Trajectories` over frames of `window`) as the rollout file `evaluate`, `render` and `export`
+    read, and say what it holds."""
+    import torch
+
+    replicas, steps = traj.positions.shape[:2]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    blob = {"positions": traj.positions.cpu(), "mask": traj.mask.cpu(), "start": traj.start, "window": window.name}
+    torch.save({**blob, "scene": scene.name}, out)
+    typer.echo(
+        f"{window.name}: {steps - 1} frames after frame {traj.start}, {replicas} replica(s) in {traj.seconds:.1f} s "
+        f"({traj.agent_steps_per_second:.0f} pedestrian-steps/s); collisions {traj.collisions.tolist()}; wrote {out}"
+    )
 
 
 @app.command("train")
@@ -167,50 +214,75 @@ def simulate_cmd(
     """Roll a whole recorded window forward from its entry states and destinations; write the trajectories."""
     import torch
 
-    from flowlab.core.cli import device_option
     from flowlab.crowd_sim.simulate import simulate_window
 
-    _choice(scene_name, SCENES, "--scene", "scene")
-    _choice(frame, FRAMES, "--frame", "frame")
-    _choice(sampler, SAMPLERS, "--sampler", "sampler")
-    if (checkpoint is None) == (baseline is None):
-        raise typer.BadParameter("give exactly one of --checkpoint and --baseline", param_hint="--checkpoint")
-    if baseline is not None:
-        _choice(baseline, BASELINES, "--baseline", "baseline")
-    device = device_option(device)
-    name = _window_name(scene_name, window)
-    model = None if checkpoint is None else _model(checkpoint, device, sampler, sample_steps)
-    scene = _scene(scene_name, data, frame, windows=[name])
-    w = scene.windows[name]
-    policy = _policy(scene, model, baseline, sampler, sample_steps)
+    scene, w, policy, device = _rollout_setup(
+        scene_name, checkpoint, baseline, window, sampler, sample_steps, data, frame, device
+    )
     gen = torch.Generator(device).manual_seed(seed)
     traj = simulate_window(
         scene, w, policy, steps=steps, replicas=replicas, generator=gen, device=device, progress=True
     )  # fmt: skip
-    n = traj.positions.shape[1] - 1
-    out.parent.mkdir(parents=True, exist_ok=True)
-    blob = {"positions": traj.positions.cpu(), "mask": traj.mask.cpu(), "start": traj.start, "window": w.name}
-    torch.save({**blob, "scene": scene.name}, out)
-    typer.echo(
-        f"{w.name}: {n} frames, {replicas} replica(s) in {traj.seconds:.1f} s "
-        f"({traj.agent_steps_per_second:.0f} pedestrian-steps/s); collisions {traj.collisions.tolist()}; wrote {out}"
+    _save_rollout(traj, scene, w, out)
+
+
+@app.command("predict")
+def predict_cmd(
+    scene_name: str = typer.Option("ucy_students03", "--scene"),
+    checkpoint: Path | None = typer.Option(None, "--checkpoint", help="a model written by `flowlab crowd train`"),
+    baseline: str | None = typer.Option(None, "--baseline", help="sfm | cv instead of a model"),
+    window: str = typer.Option("test", "--window", help="a split name or a window name (e.g. time162-216)"),
+    start: int | None = typer.Option(
+        None, "--start", min=0, help="the last observed frame of the window (default: the first with --observe before)"
+    ),
+    observe: int = typer.Option(8, "--observe", min=2, help="observed frames; who is present in all is predicted"),
+    horizon: int = typer.Option(12, "--horizon", min=1, help="frames to predict after --start (0.08 s each)"),
+    samples: int = typer.Option(20, "--samples", min=1, help="k sampled futures (the rollout's replicas), batched"),
+    known_destinations: bool = typer.Option(
+        False, "--known-destinations", help="walk to the recorded exits (default: constant-velocity goals 8 s ahead)"
+    ),
+    sampler: str = typer.Option("ddpm", "--sampler", help="ddpm | ddim"),
+    sample_steps: int | None = typer.Option(None, "--sample-steps", min=1, help="DDIM steps"),
+    out: Path = typer.Option(Path("prediction.pt"), "--out"),
+    data: Path | None = typer.Option(None, "--data"),
+    frame: str = typer.Option("published", "--frame"),
+    seed: int = typer.Option(0, "--seed", **SEEDS),
+    device: str = typer.Option("cpu", "--device"),
+) -> None:
+    """Forecast the pedestrians observed up to --start: k sampled futures of --horizon frames, jointly, from the
+    --observe frames before; written as a rollout of the window (`evaluate`, `render` and `export` read it)."""
+    import torch
+
+    from flowlab.core.cli import option_error
+    from flowlab.crowd_sim.envsocial_diff.predict import predict_window
+
+    scene, w, policy, device = _rollout_setup(
+        scene_name, checkpoint, baseline, window, sampler, sample_steps, data, frame, device
     )
+    gen = torch.Generator(device).manual_seed(seed)
+    try:
+        traj = predict_window(scene, w, policy, samples, start=start, observe=observe, horizon=horizon,
+                              known_destinations=known_destinations, generator=gen, device=device)  # fmt: skip
+    except ValueError as err:
+        raise option_error(err, {"k": "--samples"}) from err
+    _save_rollout(traj, scene, w, out)
 
 
 @app.command("evaluate")
 def evaluate_cmd(
-    rollout: Path = typer.Argument(..., help="a file written by `flowlab crowd simulate`"),
+    rollout: Path = typer.Argument(..., help=ROLLOUT_HELP),
     data: Path | None = typer.Option(None, "--data"),
     frame: str = typer.Option("published", "--frame"),
     out: Path | None = typer.Option(None, "--out", help="write the metrics as JSON"),
 ) -> None:
-    """Simulation metrics (MAE, OT, MMD, DTW, FDE, collisions) of a rollout against the recorded window."""
+    """Simulation metrics (MAE, OT, MMD, DTW, FDE, collisions) of a rollout against the recorded window, where both
+    have the pedestrian."""
     from flowlab.crowd_sim.metrics import simulation_metrics
 
     _choice(frame, FRAMES, "--frame", "frame")
     blob = _read_rollout(rollout)
-    _, w, frames = _recorded(rollout, blob, data, frame)
-    rows = [simulation_metrics(p, w.positions[frames], w.mask[frames]) for p in blob["positions"]]
+    _, w, frames, mask = _recorded(rollout, blob, data, frame)
+    rows = [simulation_metrics(p, w.positions[frames], mask) for p in blob["positions"]]
     for r, row in enumerate(rows):
         typer.echo(f"replica {r}: " + ", ".join(f"{k} {v:.4g}" for k, v in row.items()))
     if out is not None:
@@ -221,7 +293,7 @@ def evaluate_cmd(
 
 @app.command("render")
 def render_cmd(
-    rollout: Path = typer.Argument(..., help="a file written by `flowlab crowd simulate`"),
+    rollout: Path = typer.Argument(..., help=ROLLOUT_HELP),
     out: Path = typer.Option(Path("rollout.gif"), "--out", help="a .gif animation, or a folder of PNG frames"),
     every: int = typer.Option(5, "--every", min=1, help="draw every n-th frame"),
     data: Path | None = typer.Option(None, "--data"),
@@ -234,14 +306,57 @@ def render_cmd(
     if out.suffix.lower() != ".gif" and out.exists() and not out.is_dir():
         raise typer.BadParameter(f"{out} is a file; expected a .gif or a folder for the frames", param_hint="--out")
     blob = _read_rollout(rollout)
-    scene, w, frames = _recorded(rollout, blob, data, frame)
+    scene, w, frames, mask = _recorded(rollout, blob, data, frame)
     out.parent.mkdir(parents=True, exist_ok=True)
-    path = render(scene, blob["positions"][0], w.mask[frames], out, real=w.positions[frames], every=every)
+    path = render(scene, blob["positions"][0], mask, out, real=w.positions[frames], every=every)
     typer.echo(f"wrote {path}")
 
 
+@app.command("export")
+def export_cmd(
+    rollout: Path = typer.Argument(..., help=ROLLOUT_HELP),
+    out: Path = typer.Option(Path("rollout.txt"), "--out", help='a .txt file of "frame ped_id x y" lines'),
+    replica: int = typer.Option(0, "--replica", min=0, help="the replica (sample) to write"),
+    data: Path | None = typer.Option(None, "--data"),
+    frame: str = typer.Option("published", "--frame"),
+) -> None:
+    """Write one replica of a rollout in the text format of trajectory forecasting (ETH/UCY): tab-separated
+    "frame ped_id x y" lines, frames of the recorded window, the recording's pedestrian ids."""
+    from flowlab.crowd_sim.data import write_pedestrian_txt
+
+    _choice(frame, FRAMES, "--frame", "frame")
+    if out.suffix.lower() != ".txt" or out.is_dir():
+        raise typer.BadParameter(f'expected a .txt file ("frame ped_id x y" lines), got {out}', param_hint="--out")
+    blob = _read_rollout(rollout)
+    if replica >= len(blob["positions"]):
+        raise typer.BadParameter(f"{rollout} holds {len(blob['positions'])} replica(s); expected 0.."
+                                 f"{len(blob['positions']) - 1}, got {replica}", param_hint="--replica")  # fmt: skip
+    _, w, _, _ = _recorded(rollout, blob, data, frame)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    path = write_pedestrian_txt(_replica_window(blob, w, replica), out)
+    typer.echo(f"wrote {path} ({int(blob['mask'].sum())} points of replica {replica})")
+
+
+def _replica_window(blob: dict, window, replica: int):
+    """Replica `replica` of a rollout over frames of `window` as a `Window` of its frames 0..start+T-1 (nobody
+    present before start), with the recording's pedestrian ids, destinations and time unit."""
+    import torch
+
+    from flowlab.crowd_sim.data import Window
+
+    positions, mask, start = blob["positions"][replica], blob["mask"], blob["start"]
+    return Window(
+        name=window.name,
+        positions=torch.cat([positions.new_zeros(start, *positions.shape[1:]), positions]),
+        mask=torch.cat([mask.new_zeros(start, mask.shape[1]), mask]),
+        destinations=window.destinations,
+        time_unit=window.time_unit,
+        ped_ids=window.ped_ids,
+    )
+
+
 def _rollout_problem(blob: object) -> str | None:
-    """What keeps `blob` from being a rollout written by `simulate` (None: nothing)."""
+    """What keeps `blob` from being a rollout written by `simulate` or `predict` (None: nothing)."""
     import torch
 
     from flowlab.crowd_sim.data import SPLITS
@@ -270,13 +385,14 @@ def _read_rollout(path: Path) -> dict:
     blob = load_weights_option(path, "ROLLOUT", map_location="cpu")
     problem = _rollout_problem(blob)
     if problem is not None:
-        raise typer.BadParameter(f"{path}: not a rollout written by `flowlab crowd simulate`: {problem}",
+        raise typer.BadParameter(f"{path}: not a rollout written by `flowlab crowd simulate` or `predict`: {problem}",
                                  param_hint="ROLLOUT")  # fmt: skip
     return blob
 
 
 def _recorded(path: Path, blob: dict, data: Path | None, frame: str):
-    """(scene, recorded window, frames) a rollout covers, checked to lie inside the window."""
+    """(scene, recorded window, frames, mask) a rollout covers, checked to lie inside the window; mask (T, P): where
+    both the rollout and the recording have the pedestrian."""
     scene = _scene(blob["scene"], data, frame, windows=[blob["window"]])
     w = scene.windows[blob["window"]]
     _, steps, people, _ = blob["positions"].shape
@@ -285,4 +401,5 @@ def _recorded(path: Path, blob: dict, data: Path | None, frame: str):
             f"{path}: covers frames {blob['start']}..{blob['start'] + steps - 1} of {people} pedestrians; window "
             f"{w.name} has frames 0..{w.num_frames - 1} of {w.mask.shape[1]} pedestrians", param_hint="ROLLOUT"
         )  # fmt: skip
-    return scene, w, slice(blob["start"], blob["start"] + steps)
+    frames = slice(blob["start"], blob["start"] + steps)
+    return scene, w, frames, w.mask[frames] & blob["mask"]

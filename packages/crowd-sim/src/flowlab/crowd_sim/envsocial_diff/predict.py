@@ -3,6 +3,8 @@ a scene move together in each sample; the k samples are batched replicas).
 
 Destinations: the simulation protocol gives each pedestrian its recorded exit point; in forecasting it is unknown, so
 `predict` without destinations aims each pedestrian at where constant velocity would take it in `lookahead` seconds.
+`predict_window` forecasts the pedestrians of a recorded window observed up to a start frame, as a rollout of the
+window (`flowlab crowd predict`).
 """
 
 from __future__ import annotations
@@ -10,9 +12,9 @@ from __future__ import annotations
 import torch
 
 from flowlab.crowd_sim.metrics import min_ade, min_fde
-from flowlab.crowd_sim.simulate import InitialStates, Policy, simulate
+from flowlab.crowd_sim.simulate import InitialStates, Policy, Trajectories, simulate
 
-__all__ = ["evaluate_prediction", "predict"]
+__all__ = ["evaluate_prediction", "predict", "predict_window"]
 
 
 def predict(
@@ -29,6 +31,67 @@ def predict(
 ) -> torch.Tensor:
     """k sampled futures of every pedestrian: history (P, H, 2) observed positions (H >= 2, oldest first, frames
     `scene.time_unit` apart) -> (k, P, horizon, 2). destinations: (P, 2) or None (constant-velocity goals)."""
+    traj = _forecast(scene, history, k, model, destinations, horizon, lookahead, generator, device)
+    return traj.positions[:, 1:].permute(0, 2, 1, 3)
+
+
+def predict_window(
+    scene,
+    window,
+    model: Policy,
+    k: int,
+    *,
+    start: int | None = None,
+    observe: int = 8,
+    horizon: int = 12,
+    known_destinations: bool = False,
+    lookahead: float = 8.0,
+    generator: torch.Generator | None = None,
+    device: torch.device | str = "cpu",
+) -> Trajectories:
+    """`predict` on a recorded window, as a rollout over its frames start..start+horizon: the pedestrians present at
+    every one of the `observe` frames up to `start` (default observe - 1, the first frame with a full observation)
+    get k sampled futures of `horizon` frames.
+
+    -> positions (k, horizon + 1, P, 2) over the window's P pedestrians (frame 0: the last observed positions; 0 for
+    those not predicted), mask (horizon + 1, P) (the predicted pedestrians). Destinations: the recorded exits with
+    `known_destinations`, else constant-velocity goals `lookahead` s ahead."""
+    start = observe - 1 if start is None else start
+    observed = _observed(window, start, observe, horizon)
+    history = window.positions[start - observe + 1 : start + 1, observed].transpose(0, 1)
+    goals = window.destinations[observed] if known_destinations else None
+    traj = _forecast(scene, history, k, model, goals, horizon, lookahead, generator, device)
+    keep = observed.to(traj.positions.device)
+    positions = traj.positions.new_zeros(k, horizon + 1, window.num_pedestrians, 2)
+    positions[:, :, keep] = traj.positions
+    mask = traj.mask.new_zeros(horizon + 1, window.num_pedestrians)
+    mask[:, keep] = traj.mask
+    return Trajectories(positions, mask, traj.collisions, start, traj.seconds, traj.nfe_per_step)
+
+
+def _observed(window, start: int, observe: int, horizon: int) -> torch.Tensor:
+    """(P,) bool: the pedestrians of `window` present at every frame start-observe+1..start, checked to be some, with
+    the predicted frames start+1..start+horizon inside the window."""
+    for name, value, least in (("observe", observe, 2), ("horizon", horizon, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name}: expected an integer >= {least} (frames), got {value!r}")
+    if observe + horizon > window.num_frames:
+        raise ValueError(f"observe, horizon: {observe} + {horizon} frames do not fit window {window.name} of "
+                         f"{window.num_frames} frames")  # fmt: skip
+    last = window.num_frames - 1 - horizon
+    if isinstance(start, bool) or not isinstance(start, int) or not observe - 1 <= start <= last:
+        raise ValueError(f"start: expected a frame in {observe - 1}..{last} (observe {observe} frames up to it, "
+                         f"predict {horizon} after it in window {window.name}), got {start!r}")  # fmt: skip
+    observed = window.mask[start - observe + 1 : start + 1].all(0)
+    if not bool(observed.any()):
+        raise ValueError(f"start: no pedestrian of window {window.name} is present at every frame "
+                         f"{start - observe + 1}..{start}")  # fmt: skip
+    return observed
+
+
+def _forecast(scene, history, k, model, destinations, horizon, lookahead, generator, device) -> Trajectories:
+    """The rollout behind `predict` (its arguments, checked): positions (k, horizon + 1, P, 2) of the P pedestrians of
+    history (P, H, 2), frame 0 their last observed positions."""
     if history.dim() != 3 or history.shape[-1] != 2 or history.shape[1] < 2:
         raise ValueError(f"history: expected shape (P, H >= 2, 2), got {tuple(history.shape)}")
     if not bool(torch.isfinite(history).all()):
@@ -45,8 +108,7 @@ def predict(
     if destinations is None:
         destinations = p[:, -1] + lookahead * v[:, -1]
     init = InitialStates(p[:, -1], v[:, -1], hist, torch.zeros(P, dtype=torch.long), torch.full((P,), horizon))
-    traj = simulate(scene, init, destinations, horizon, model=model, replicas=k, generator=generator, device=device)
-    return traj.positions[:, 1:].permute(0, 2, 1, 3)
+    return simulate(scene, init, destinations, horizon, model=model, replicas=k, generator=generator, device=device)
 
 
 def evaluate_prediction(
