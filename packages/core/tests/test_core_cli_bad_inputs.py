@@ -23,11 +23,13 @@ ANGLES = "".join(f"0.{i},-1.{i},2.{i}\n" for i in range(11))
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
-    """A run trained on torus:2 for two steps, sampled and evaluated cleanly."""
+    """A run trained on torus:2 for two steps, sampled and evaluated cleanly; beside it `circle`, one on torus:1 (no
+    2-D chart to plot)."""
     run = tmp_path_factory.mktemp("runs") / "torus"
     runner = CliRunner()
-    res = runner.invoke(app, ["train", "--data", "torus:2", "--out", str(run), *TINY])
-    assert res.exit_code == 0, res.output
+    for data, folder in (("torus:2", run), ("torus:1", run.parent / "circle")):
+        res = runner.invoke(app, ["train", "--data", data, "--out", str(folder), *TINY])
+        assert res.exit_code == 0, res.output
     res = runner.invoke(app, ["sample", "--run", str(run), "--out", str(run.parent / "x.pt"), "--n", "4"])
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, ["evaluate", "--run", str(run), "--nfe", "1", "--n", "8", "--nll-steps", "1"])
@@ -50,6 +52,7 @@ def _train_cases(run: Path, folder: Path) -> list[BadInput]:
 
     cases = [case("choice", ["--objective"], "--objective", "gan"), case("choice", ["--device"], "--device", "tpu"),
              case("choice", ["--data"], data="mars"), case("choice", ["--data"], data="earth:moon"),
+             case("choice", ["--data"], data="latlon:"),
              case("range", ["--data"], data="torus:0"), case("type", ["--data"], data="torus:two"),
              case("type", ["--steps"], "--steps", "ten"), case("type", ["--batch-size"], "--batch-size", "x"),
              case("type", ["--hidden"], "--hidden", "16,x"), case("type", ["--lr"], "--lr", "fast"),
@@ -79,10 +82,11 @@ def _train_cases(run: Path, folder: Path) -> list[BadInput]:
              ("wrong_content", earth / "columns", "10.5,20.25,3.0\n"),
              ("wrong_content", earth / "lonlat", "120.5,10.0\n"), ("nan", earth / "nan", "10.5,nan\n"),
              ("shape", earth / "single", "10.5\n20.5\n")]  # fmt: skip
-    for kind, root, *content in roots:
+    for kind, root, *content in roots:  # each bad file twice: under a data root, and named by latlon:PATH
         if content:
             _file(root / "earth_sphere", "volcano.csv", content[0])
         cases.append(case(kind, ["--data-root", "volcano.csv"], "--data-root", str(root), data="earth:volcano"))
+        cases.append(case(kind, ["--data", "volcano.csv"], data=f"latlon:{root / 'earth_sphere' / 'volcano.csv'}"))
     foreign = folder / "foreign"
     _file(foreign, "notes.txt", "not a run")
     return [*cases, BadInput("mixing", ["train", "--data", "torus:3", "--out", str(run), *TINY], ["--out"]),
@@ -135,8 +139,14 @@ def _sample_cases(run: Path, spoiled, folder: Path) -> list[BadInput]:
         return BadInput(kind, ["sample", "--run", run, "--out", str(folder / "x.pt"), *args], names)
 
     cases = [case(kind, ["--run", *names], run=path) for kind, path, names in spoiled]
+    circle = str(run.parent / "circle")
     return [*cases, case("choice", ["--out"], "--out", str(folder / "x.txt")),
             case("choice", ["--sampler"], "--sampler", "heun"), case("choice", ["--device"], "--device", "tpu"),
+            case("choice", ["--coords"], "--coords", "xyz"),
+            case("choice", ["--coords", "2-sphere", "FlatTorus(2)"], "--coords", "latlon"),
+            case("choice", ["--plot", "fig.jpg"], "--plot", str(folder / "fig.jpg")),
+            case("choice", ["--plot", "fig"], "--plot", str(folder / "fig")),
+            case("choice", ["--plot", "FlatTorus(1)"], "--plot", str(folder / "fig.png"), run=circle),
             case("type", ["--n"], "--n", "few"), case("type", ["--nfe"], "--nfe", "1.5"),
             case("type", ["--seed"], "--seed", "x"), case("range", ["--seed"], "--seed", str(-(2**64))),
             case("range", ["--n"], "--n", "0"),
@@ -164,5 +174,6 @@ def test_every_command_refuses_bad_input_cleanly(run, tmp_path):
     assert uncovered_commands(app, cases) == []
     assert not (tmp_path / "train" / "new" / "model.pt").exists() and not (tmp_path / "sample" / "x.pt").exists()
     assert not (tmp_path / "evaluate" / "m.json").exists()  # refused before any work
+    assert not list((tmp_path / "sample").glob("fig*"))
     res = CliRunner().invoke(app, ["sample", "--run", str(run), "--out", str(tmp_path / "x.pt"), "--n", "4"])
     assert res.exit_code == 0, res.output  # the run another one was refused in is intact

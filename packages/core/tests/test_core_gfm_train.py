@@ -125,6 +125,7 @@ def test_scenarios_registered_and_hyperbolic_runs_on_a_tiny_budget(tmp_path):
     assert set(result.baselines) == {"RFM", "G-PSD", "data floor"}
     floor = result.baselines["data floor"]
     assert floor["disk/mmd1_ratio_vs_rfm"] == floor["disk/mmd_nfe1"] / result.baselines["RFM"]["disk/mmd_nfe1"]
+    assert floor["disk/mmd_split_floor"] > 0 and "disk/mmd_split_floor" not in result.metrics  # one per data set
     assert result.metrics["disk/manifold_err_nfe1"] < 1  # the largest sample norm on the disk
     assert len(result.curves) == 1
 
@@ -198,7 +199,7 @@ def test_cli_train_sample_evaluate_round_trip(tmp_path: Path):
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
     metrics = json.loads(res.output.strip().splitlines()[-1])
-    assert {"mmd_nfe1", "mmd_nfe2", "nll", "kl"} <= set(metrics)
+    assert {"mmd_nfe1", "mmd_nfe2", "mmd_split_floor", "nll", "kl"} <= set(metrics)
     res = runner.invoke(app, ["train", "--data", "earth:nowhere", "--out", str(run)])
     assert res.exit_code == 2 and "data" in res.output
     # the same folder with other data (or other options) is refused, not resumed; --overwrite replaces it

@@ -1,10 +1,11 @@
 """`flowlab manifold train|sample|evaluate`: Generalised Flow Maps (and the RFM baseline) on S², T^d and the
 Poincaré disk.
 
-Data specs: `earth:volcano|earthquake|flood` (from $FLOWLAB_DATA or --data-root), `torus:D` (the generated
+Data specs: `earth:volcano|earthquake|flood` (from $FLOWLAB_DATA or --data-root), `latlon:PATH` (a CSV of
+latitude, longitude in degrees on S², like the earth files and `sample --coords latlon`), `torus:D` (the generated
 wrapped-normal mixture on T^D, 4 components, scale 0.3, 20k/5k points), `hyperbolic` (the 6-component Poincaré disk
-mixture), `angles:PATH` (an angle table in radians on T^d). Earth and angle tables are split 80/10/10 with --seed.
-A run folder holds model.pt (the EMA weights, tensors only), config.json and fit's checkpoint.
+mixture), `angles:PATH` (an angle table in radians on T^d). Earth, lat/lon and angle tables are split 80/10/10 with
+--seed. A run folder holds model.pt (the EMA weights, tensors only), config.json and fit's checkpoint.
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ if TYPE_CHECKING:
     import torch
 
     from flowlab.core.manifolds.base import Manifold
+
+#: what `sample --coords` writes: the manifold's ambient coordinates, or latitude/longitude degrees (S² only)
+COORDS = ("ambient", "latlon")
+#: the data specs `train --data` takes
+DATA_SPECS = "earth:volcano|earthquake|flood, latlon:PATH, torus:D, hyperbolic or angles:PATH"
 
 app = typer.Typer(help="Generalised Flow Maps: few-step generation on manifolds (S², T^d, Poincaré disk).")
 
@@ -63,11 +69,14 @@ def load_dataset(spec: str, *, seed: int, data_root: str | None = None) -> Datas
         return Dataset(
             PoincareBall(2), mix.sample(20_000, generator=g).float(), mix.sample(5000, generator=g).float(), mix
         )
+    if kind == "latlon" and arg:
+        parts = split(load_earth(arg), seed)
+        return Dataset(Sphere(2), parts.train, parts.test)
     if kind == "angles" and arg:
         x = load_angles(arg)
         parts = split(x, seed)
         return Dataset(FlatTorus(x.shape[1]), parts.train, parts.test)
-    raise ValueError(f"data: expected earth:NAME, torus:D, hyperbolic or angles:PATH, got {spec!r}")
+    raise ValueError(f"data: expected {DATA_SPECS}, got {spec!r}")
 
 
 def _dataset_option(spec: str, *, seed: int, data_root: str | None) -> Dataset:
@@ -144,7 +153,7 @@ def _load_run(run: Path) -> tuple[Any, dict[str, Any], Dataset]:
 
 @app.command()
 def train(
-    data: Annotated[str, typer.Option(help="earth:volcano|earthquake|flood, torus:D, hyperbolic or angles:PATH.")],
+    data: Annotated[str, typer.Option(help=f"{DATA_SPECS}.")],
     out: Annotated[Path, typer.Option(help="Run folder to write.")],
     objective: Annotated[str, typer.Option(help="lsd | esd | psd | mf | rfm (the baseline).")] = "lsd",
     steps: Annotated[int, typer.Option(help="Optimiser steps.")] = 20_000,
@@ -195,6 +204,48 @@ def train(
     typer.echo(f"trained {objective} on {data}: {trained.samples_seen} samples seen -> {out}")
 
 
+def _suffix(path: Path, suffixes: tuple[str, ...], option: str) -> None:
+    """Refuse a file whose extension (which decides the writer) is not one of `suffixes`."""
+    if path.suffix not in suffixes:
+        raise typer.BadParameter(f"expected a {' or '.join(suffixes)} file, got {path.name!r}", param_hint=option)
+
+
+def _choice(value: str, choices: tuple[str, ...], option: str) -> None:
+    """Refuse an option value that is not one of `choices`."""
+    if value not in choices:
+        raise typer.BadParameter(f"expected one of {choices}, got {value!r}", param_hint=option)
+
+
+def _check_sample_outputs(manifold: Manifold, coords: str, plot: Path | None) -> None:
+    """Refuse, before sampling, lat/lon coordinates off S² and a plot of a manifold without a chart."""
+    from flowlab.core.gfm.plot import chart
+    from flowlab.core.manifolds import Sphere
+
+    if coords == "latlon" and not (isinstance(manifold, Sphere) and manifold.dim == 2):
+        problem = f"latlon needs a run on the 2-sphere, this one is on {manifold!r}"
+        raise typer.BadParameter(problem, param_hint="--coords")
+    if plot is not None:
+        try:
+            chart(manifold)
+        except ValueError as err:
+            raise typer.BadParameter(str(err).removeprefix("manifold: "), param_hint="--plot") from err
+
+
+def _write_samples(x: torch.Tensor, out: Path, coords: str) -> None:
+    """Samples (N, ambient_dim) to `out` (.pt: a tensor; .csv: a header-less table), as lat/lon degrees (N, 2) when
+    coords is latlon."""
+    import torch
+
+    from flowlab.core.gfm.data import save_table, sphere_to_latlon
+
+    table = sphere_to_latlon(x) if coords == "latlon" else x
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix == ".csv":
+        save_table(out, table)
+    else:
+        torch.save(table, out)
+
+
 @app.command("sample")
 def sample_cmd(
     run: Annotated[Path, typer.Option(help="Run folder written by `train`.")],
@@ -202,32 +253,39 @@ def sample_cmd(
     n: Annotated[int, typer.Option(min=1, help="Number of samples.")] = 1000,
     nfe: Annotated[int, typer.Option(min=1, help="Network evaluations (flow-map jumps or Euler steps).")] = 1,
     sampler: Annotated[str, typer.Option(help="jump (flow map) | euler (v_{t,t}, the RFM sampler).")] = "jump",
+    coords: Annotated[
+        str, typer.Option(help="ambient (S²: unit vectors, T^d: angles) | latlon (S²: latitude, longitude degrees).")
+    ] = "ambient",
+    plot: Annotated[Path | None, typer.Option(help="Also draw the sample density over the data here (.png).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the source draws.", **SEEDS)] = 0,
     device: Annotated[str, typer.Option(help="Torch device.")] = "cpu",
 ) -> None:
-    """Draw N samples with NFE steps; writes ambient coordinates (sphere: unit vectors, torus: angles)."""
+    """Draw N samples with NFE steps and write them in --coords; --plot draws their density (S²: longitude/latitude,
+    T^d: the first two angles, the disk: its plane) over the run's training data."""
     import torch
 
     from flowlab.core.cli import device_option
     from flowlab.core.gfm.evaluate import manifold_error
+    from flowlab.core.gfm.plot import plot_density
     from flowlab.core.gfm.sample import SAMPLERS, sample
 
-    if out.suffix not in (".pt", ".csv"):
-        raise typer.BadParameter(f"expected a .pt (tensor) or .csv file, got {out.name!r}", param_hint="--out")
-    if sampler not in SAMPLERS:
-        raise typer.BadParameter(f"expected one of {SAMPLERS}, got {sampler!r}", param_hint="--sampler")
+    _suffix(out, (".pt", ".csv"), "--out")
+    _choice(coords, COORDS, "--coords")
+    if plot is not None:
+        _suffix(plot, (".png",), "--plot")
+    _choice(sampler, SAMPLERS, "--sampler")
     resolved = device_option(device)
     fm, _, ds = _load_run(run)
+    _check_sample_outputs(ds.manifold, coords, plot)
     x = sample(
         fm.to(resolved), n, manifold=ds.manifold, nfe=nfe, sampler=sampler,
         generator=torch.Generator().manual_seed(seed), device=resolved,
     ).cpu()  # fmt: skip
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.suffix == ".csv":
-        out.write_text("\n".join(",".join(f"{v:.8g}" for v in row) for row in x.tolist()) + "\n")
-    else:
-        torch.save(x, out)
-    typer.echo(f"{n} samples at {nfe} NFE -> {out} (manifold error {manifold_error(x, ds.manifold):.3g})")
+    _write_samples(x, out, coords)
+    if plot is not None:
+        plot_density(x, ds.train, manifold=ds.manifold, path=plot)
+    drawn = f" and {plot}" if plot is not None else ""
+    typer.echo(f"{n} samples at {nfe} NFE -> {out}{drawn} (manifold error {manifold_error(x, ds.manifold):.3g})")
 
 
 @app.command()
@@ -241,22 +299,25 @@ def evaluate(
     seed: Annotated[int, typer.Option(help="Seed of the source draws.", **SEEDS)] = 0,
     out: Annotated[Path | None, typer.Option(help="Write the metrics as JSON here too.")] = None,
 ) -> None:
-    """Geodesic-kernel MMD to the test split at each NFE, test NLL (and KL for generated data); prints JSON."""
+    """Geodesic-kernel MMD to the test split at each NFE (the signed root of the unbiased MMD², negative as often as
+    not for a perfect sampler) beside its noise floor `mmd_split_floor` (halves of the test split against each
+    other), test NLL (and KL for generated data); prints JSON."""
     import torch
 
-    from flowlab.core.gfm.evaluate import evaluate_nll, mmd_by_nfe, reference_bandwidth
+    from flowlab.core.gfm.evaluate import MAX_REFERENCE, evaluate_nll, mmd_by_nfe, mmd_split_floor, reference_bandwidth
     from flowlab.core.gfm.sample import SAMPLERS
 
     nfes = _positive_ints(nfe, "--nfe")
-    if sampler not in SAMPLERS:
-        raise typer.BadParameter(f"expected one of {SAMPLERS}, got {sampler!r}", param_hint="--sampler")
+    _choice(sampler, SAMPLERS, "--sampler")
     fm, meta, ds = _load_run(run)
-    h = reference_bandwidth(ds.test, manifold=ds.manifold)
+    reference = ds.test[:MAX_REFERENCE]
+    h = reference_bandwidth(reference, manifold=ds.manifold)
     mmds = mmd_by_nfe(
-        fm, ds.test, manifold=ds.manifold, nfes=nfes, sampler=sampler, n=n, bandwidth=h,
+        fm, reference, manifold=ds.manifold, nfes=nfes, sampler=sampler, n=n, bandwidth=h,
         generator=torch.Generator().manual_seed(seed),
     )  # fmt: skip
     result: dict[str, Any] = {"data": meta["data"], "bandwidth": h, **{f"mmd_nfe{k}": v for k, v in mmds.items()}}
+    result["mmd_split_floor"] = mmd_split_floor(reference, manifold=ds.manifold, bandwidth=h, seed=seed)
     if nll:
         value = float(evaluate_nll(fm, ds.test, manifold=ds.manifold, steps=nll_steps).mean())
         result["nll"] = value

@@ -2,7 +2,8 @@
 generated wrapped-normal mixtures on the flat torus and on the Poincaré disk with exact log-densities.
 
 Earth CSVs (`<data root>/earth_sphere/{volcano,earthquake,flood}.csv`) have two header-less columns, latitude and
-longitude in degrees; a point maps to x = (cos lat cos lon, cos lat sin lon, sin lat) on the unit sphere.
+longitude in degrees; a point maps to x = (cos lat cos lon, cos lat sin lon, sin lat) on the unit sphere, and back by
+`sphere_to_latlon`. `save_table` writes a table in the format the loaders read.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ __all__ = [
     "load_earth",
     "poincare_mixture",
     "random_torus_mixture",
+    "save_table",
+    "sphere_to_latlon",
     "split",
     "torus_mixture",
 ]
@@ -60,6 +63,26 @@ def latlon_to_sphere(lat_lon: torch.Tensor) -> torch.Tensor:
         raise ValueError("lat_lon: latitudes must lie in [-90, 90] degrees")
     lat, lon = torch.deg2rad(lat_lon[:, 0]), torch.deg2rad(lat_lon[:, 1])
     return torch.stack([lat.cos() * lon.cos(), lat.cos() * lon.sin(), lat.sin()], dim=-1)
+
+
+def sphere_to_latlon(x: torch.Tensor) -> torch.Tensor:
+    """(N, 3) points of S² (their directions: any positive norm) -> (N, 2) latitude in [-90, 90] and longitude in
+    [-180, 180] degrees, the columns of the earth CSVs: the inverse of `latlon_to_sphere`."""
+    check_tensor(x, "x")
+    if x.dim() != 2 or x.shape[1] != 3:
+        raise ValueError(f"x: expected shape (N, 3) (points of the 2-sphere), got {tuple(x.shape)}")
+    lat = torch.atan2(x[:, 2], torch.hypot(x[:, 0], x[:, 1]))
+    return torch.rad2deg(torch.stack([lat, torch.atan2(x[:, 1], x[:, 0])], dim=-1))
+
+
+def save_table(path: str | os.PathLike[str], table: torch.Tensor) -> None:
+    """Write table: (N, k) as comma-separated rows without a header (9 significant digits: float32 exactly), the
+    format `load_earth` and `load_angles` read."""
+    check_tensor(table, "table")
+    if table.dim() != 2:
+        raise ValueError(f"table: expected shape (N, k), got {tuple(table.shape)}")
+    rows = (",".join(f"{v:.9g}" for v in row) for row in table.tolist())
+    Path(path).write_text("".join(f"{row}\n" for row in rows))
 
 
 def load_earth(

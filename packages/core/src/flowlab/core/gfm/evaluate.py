@@ -1,5 +1,5 @@
-"""Evaluation: geodesic-kernel MMD to held-out data at several NFEs, test NLL from the implicit flow v_{t,t}, the
-semigroup defect of the flow map, and how far samples stray from the manifold."""
+"""Evaluation: geodesic-kernel MMD to held-out data at several NFEs beside its noise floor, test NLL from the
+implicit flow v_{t,t}, the semigroup defect of the flow map, and how far samples stray from the manifold."""
 
 from __future__ import annotations
 
@@ -13,11 +13,24 @@ from flowlab.core.gfm.sample import sample
 from flowlab.core.grids import uniform
 from flowlab.core.likelihood import log_likelihood
 from flowlab.core.manifolds import FlatTorus, PoincareBall, Sphere, wrap
-from flowlab.core.manifolds.base import Manifold
+from flowlab.core.manifolds.base import Manifold, check_count
 from flowlab.core.metrics.mmd import median_bandwidth, mmd
 from flowlab.core.paths.geodesic import GeodesicPath
+from flowlab.core.validation import check_tensor
 
-__all__ = ["evaluate_nll", "geodesic_mmd", "manifold_error", "mmd_by_nfe", "reference_bandwidth", "semigroup_error"]
+__all__ = [
+    "MAX_REFERENCE",
+    "evaluate_nll",
+    "geodesic_mmd",
+    "manifold_error",
+    "mmd_by_nfe",
+    "mmd_split_floor",
+    "reference_bandwidth",
+    "semigroup_error",
+]
+
+#: the reference rows an MMD compares against (the geodesic kernel matrices grow quadratically)
+MAX_REFERENCE = 2000
 
 
 def reference_bandwidth(x: torch.Tensor, *, manifold: Manifold, max_points: int = 2000) -> float:
@@ -28,12 +41,40 @@ def reference_bandwidth(x: torch.Tensor, *, manifold: Manifold, max_points: int 
     return median_bandwidth(x[:half], x[half:], manifold=manifold)
 
 
-def geodesic_mmd(x: torch.Tensor, y: torch.Tensor, *, manifold: Manifold, bandwidth: float | Sequence[float]) -> float:
-    """MMD (the square root of the unbiased MMD², clipped at 0) with k = Σ_h exp(−d_g²/(2h²)) over the bandwidth(s)
-    h: x: (N, n), y: (M, n)."""
+def _unbiased_mmd2(
+    x: torch.Tensor, y: torch.Tensor, *, manifold: Manifold, bandwidth: float | Sequence[float]
+) -> float:
+    """The unbiased MMD² (a U-statistic: it can be negative) in float64, x: (N, n), y: (M, n)."""
     with torch.no_grad():
-        sq = mmd(x.double(), y.double(), bandwidth=bandwidth, manifold=manifold, unbiased=True)
-    return math.sqrt(max(float(sq), 0.0))
+        return float(mmd(x.double(), y.double(), bandwidth=bandwidth, manifold=manifold, unbiased=True))
+
+
+def geodesic_mmd(x: torch.Tensor, y: torch.Tensor, *, manifold: Manifold, bandwidth: float | Sequence[float]) -> float:
+    """The signed root sign(s) √|s| of the unbiased MMD² s with k = Σ_h exp(−d_g²/(2h²)) over the bandwidth(s) h:
+    x: (N, n), y: (M, n). Never clipped at 0: s has mean 0 on two samples of one law, so their MMD is about as often
+    negative as positive, mostly within ± `mmd_split_floor`."""
+    sq = _unbiased_mmd2(x, y, manifold=manifold, bandwidth=bandwidth)
+    return math.copysign(math.sqrt(abs(sq)), sq)
+
+
+def mmd_split_floor(
+    y: torch.Tensor, *, manifold: Manifold, bandwidth: float | Sequence[float], draws: int = 10, seed: int = 0
+) -> float:
+    """The MMD's noise floor on y: (m, n), √(RMS of the unbiased MMD² between two disjoint random halves of y over
+    `draws` seeded splits): the size `geodesic_mmd` takes between two samples of one law, each of half y's size. A
+    model whose |MMD| to y is near or below it is within the statistic's sampling noise, where the MMD no longer
+    ranks models (the floor of larger samples is lower, so against more than m/2 model samples it is conservative)."""
+    check_tensor(y, "y", min_dim=2)
+    if y.shape[0] < 4:
+        raise ValueError(f"y: expected at least 4 points to split in halves, got {y.shape[0]}")
+    check_count(draws, "draws")
+    gen, half = torch.Generator().manual_seed(seed), y.shape[0] // 2
+    squares = []
+    for _ in range(draws):
+        order = torch.randperm(y.shape[0], generator=gen).to(y.device)
+        part = y[order[: 2 * half]]
+        squares.append(_unbiased_mmd2(part[:half], part[half:], manifold=manifold, bandwidth=bandwidth) ** 2)
+    return (sum(squares) / draws) ** 0.25
 
 
 def mmd_by_nfe(
@@ -47,10 +88,10 @@ def mmd_by_nfe(
     bandwidth: float | Sequence[float],
     generator: torch.Generator | None = None,
     device: torch.device | str = "cpu",
-    max_reference: int = 2000,
+    max_reference: int = MAX_REFERENCE,
 ) -> dict[int, float]:
-    """{nfe: MMD(model samples, reference)} with `n` samples per NFE (the same source draws for every NFE) against
-    the first `max_reference` reference rows (the geodesic kernel matrices grow quadratically)."""
+    """{nfe: MMD(model samples, reference)} (`geodesic_mmd`) with `n` samples per NFE (the same source draws for every
+    NFE) against the first `max_reference` reference rows."""
     reference = reference[:max_reference]
     x_0 = manifold.random_base(n, generator=generator).to(device)
     out = {}

@@ -11,11 +11,14 @@ network trained on the diagonal only) and reports, per data set:
   `nll_left_frac` is the share of test points whose reverse flow reaches the disk's edge: the model gives them zero
   density, so NLL and KL read inf (they used to read a large negative number from the clamped trajectory);
 - the relative semigroup defect of the map and the distance of the 1-NFE samples from the manifold.
-`metrics` holds the primary objective (G-LSD where trained), `baselines` the other objectives, RFM and the data floor
-(what a perfect sampler scores: the mean MMD to the held-out set of ten draws of as many training points as model
-samples). On the earth sets the floor is large and split-dependent: volcano's held-out splits hold 166 points (83
-test), many of them repeated locations, and at 1 NFE one fifth of RFM's MMD can lie below it. Runs single-threaded:
-on the shared 2-core machine two torch threads per process are several times slower than one.
+Every MMD is the signed root of the unbiased MMD², never clipped at 0 (a sample as good as the data scores near 0,
+either side). `metrics` holds the primary objective (G-LSD where trained), `baselines` the other objectives, RFM and
+the data floor (what a perfect sampler scores: the mean MMD to the held-out set of ten draws of as many training
+points as model samples; its row also holds `mmd_split_floor`, the MMD's noise floor: the RMS size of the MMD between
+two random halves of the held-out set). On the earth sets the data floor is large and split-dependent: volcano's
+held-out splits hold 166 points (83 test), many of them repeated locations, and at 1 NFE one fifth of RFM's MMD can
+lie below it. Runs single-threaded: on the shared 2-core machine two torch threads per process are several times
+slower than one.
 """
 
 from flowlab.core.gfm.benchmarks.earth import EARTH
