@@ -228,3 +228,22 @@ def test_every_training_command_has_the_same_resume_and_overwrite_flags():
             assert "resume" in flags, f"flowlab {' '.join(path)} has --overwrite but no --resume"
             assert (flags["resume"].help, flags["overwrite"].help) == (RESUME_HELP, OVERWRITE_HELP), path
     assert len(found) >= 14, found
+
+
+def test_every_member_has_an_api_page_and_a_domain_page_in_the_docs_site():
+    """The mkdocs site (mkdocs.yml, built with --strict in .ci/run) documents every member: an API page rendering
+    the whole package (mkdocstrings, every public submodule) and, for the packages, a page with its README."""
+    import yaml  # mkdocs's own dependency
+
+    site = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    paths = set(site["plugins"][1]["mkdocstrings"]["handlers"]["python"]["paths"])
+    nav = str(site["nav"])
+    for member in MEMBERS:
+        name, _ = _member_package(member)
+        slug = Path(member).name
+        api = ROOT / "docs" / "api" / f"{slug}.md"
+        assert api.is_file() and f"::: flowlab.{name}\n" in api.read_text(), f"{member}: no API page {api}"
+        assert f"api/{slug}.md" in nav and f"{member}/src" in paths, f"{member}: not in mkdocs.yml"
+        if member.startswith("packages/"):
+            page = ROOT / "docs" / "domains" / f"{slug}.md"
+            assert f'"{member}/README.md"' in page.read_text(), f"{member}: its domain page does not hold its README"

@@ -14,6 +14,9 @@ __all__ = ["Dataset", "FileCheck", "catalogue", "check", "dataset"]
 
 @dataclass(frozen=True)
 class Dataset:
+    """One catalogued data set: its name, a one-line description, licence, citation, origin, and its files
+    (path relative to the data set's folder -> SHA-256)."""
+
     name: str
     description: str
     licence: str
@@ -24,6 +27,9 @@ class Dataset:
 
 @dataclass(frozen=True)
 class FileCheck:
+    """The check of one file: the data set and the file (relative path), where it was looked for, and its
+    status: "ok", "missing" or "mismatch" (the SHA-256 differs)."""
+
     dataset: str
     file: str
     path: Path
@@ -32,11 +38,13 @@ class FileCheck:
 
 @cache
 def catalogue() -> dict[str, Dataset]:
+    """Every catalogued data set by name (sorted), read once from the packaged catalogue.json."""
     raw = json.loads(resources.files("flowlab.datasets").joinpath("catalogue.json").read_text())
     return {name: Dataset(name=name, **entry) for name, entry in sorted(raw.items())}
 
 
 def dataset(name: str) -> Dataset:
+    """The catalogue entry of data set `name`; a ValueError naming the known ones when there is none."""
     cat = catalogue()
     if name not in cat:
         raise ValueError(f"name: unknown data set {name!r}; known: {', '.join(cat)}")

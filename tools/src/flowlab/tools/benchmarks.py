@@ -38,6 +38,8 @@ def _median_seconds(code: str, args: list[str], repeats: int) -> float:
 
 
 def run(ctx: BenchContext) -> BenchResult:
+    """Median wall time of `flowlab --help` and of each group's --help in fresh processes, beside python's start-up
+    and a torch import."""
     cfg: HelpBench = ctx.config
     flowlab = "import sys; from flowlab.tools.cli import main; sys.argv[0] = 'flowlab'; main()"
     top = _median_seconds(flowlab, ["--help"], cfg.repeats)

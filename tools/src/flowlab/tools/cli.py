@@ -40,4 +40,5 @@ def root(
 
 
 def main() -> None:
+    """The `flowlab` console script: run the typer app on sys.argv."""
     app()

@@ -125,6 +125,8 @@ def _missing(message: str) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """tools/gpu-check: with --bundle, write the wheels and stop; otherwise run the chosen scenarios cheapest first
+    within --budget and write results.jsonl and the report to --out. Exit status 1 when a scenario errored."""
     parser = argparse.ArgumentParser(prog="gpu-check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--bundle", type=Path, nargs="?", const=ROOT / "gpu-bundle", help="build the wheels here")
     parser.add_argument("--out", type=Path, help="results folder (default results/gpu-check-<time>)")

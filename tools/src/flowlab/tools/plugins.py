@@ -34,6 +34,8 @@ def command_entry_points() -> dict[str, EntryPoint]:
 
 
 def load_command(ep: EntryPoint) -> click.Command:
+    """Import entry point `ep` as a click command (a typer app converted and named after `ep`); TypeError when it is
+    neither."""
     obj = ep.load()
     if isinstance(obj, typer.Typer):
         cmd = typer.main.get_command(obj)

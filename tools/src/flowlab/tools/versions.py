@@ -31,6 +31,7 @@ def member_versions() -> dict[str, str]:
 
 
 def library_versions() -> dict[str, str]:
+    """Python's version and that of each installed library of KEY_LIBRARIES (the missing ones left out)."""
     out = {"python": platform.python_version()}
     for lib in KEY_LIBRARIES:
         try:

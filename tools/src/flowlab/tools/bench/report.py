@@ -30,6 +30,8 @@ MAX_PLOTTED_METRICS = 8
 
 
 def load_records(folder: Path) -> list[dict[str, Any]]:
+    """The records of folder/results.jsonl, one JSON object a line; FileNotFoundError without the file, ValueError
+    when it is corrupt or holds no benchmark records."""
     path = Path(folder) / "results.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"no results.jsonl in {folder}")

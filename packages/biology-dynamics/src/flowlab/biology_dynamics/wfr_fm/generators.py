@@ -27,6 +27,10 @@ __all__ = ["ToggleSwitchParams", "branching_toggle_switch", "toggle_switch_growt
 
 @dataclass(frozen=True)
 class ToggleSwitchParams:
+    """The generator's parameters: the drift's a, b, s, Hill exponent n (`hill`) and decay k, the noise scale, the
+    birth rate λ(x) = birth_base + birth_amp · sigmoid(birth_slope (x_1 − x_2)), the death rate μ, the τ-leaping step
+    dt, the fraction of living cells sampled at each time, and the founders' normal start (init_mean, init_std)."""
+
     a: float = 1.0
     b: float = 1.0
     s: float = 1.0

@@ -141,7 +141,7 @@ def velocity_embedding(
     The coordinates are the first two columns of obsm[basis] (or, without a basis, of obsm[use_rep]); the arrows
     are the velocity's first two components, the same two axes: the velocity projected onto them when the
     embedding has more than two dimensions. The velocity lives in the representation `tl.fit` was given (recorded
-    in uns[key]["use_rep"]), so the drawn embedding must be that one; cells with NaN velocity (outside the fitted
+    in `uns[key]["use_rep"]`), so the drawn embedding must be that one; cells with NaN velocity (outside the fitted
     times) get no arrow. `color`: an obs column (numbers through `cmap` with a colour bar, categories with a
     legend); `scale`: velocity per unit of arrow length in data units (1 draws the move over one unit of data time;
     None lets matplotlib choose)."""

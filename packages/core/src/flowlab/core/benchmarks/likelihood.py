@@ -68,6 +68,8 @@ def _accuracy(ctx: BenchContext, dim: int, metrics: dict[str, float]) -> None:
 
 
 def run(ctx: BenchContext) -> BenchResult:
+    """NLL bias and spread of the exact and Hutchinson estimators on the 2-D and 10-D mixtures, then the wall time
+    of `log_likelihood` against flow_matching's `compute_likelihood` (when installed) on an untrained 4x256 MLP."""
     cfg: LikelihoodBench = ctx.config
     metrics: dict[str, float] = {}
     for dim in (2, 10):

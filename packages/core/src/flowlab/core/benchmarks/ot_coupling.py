@@ -58,6 +58,8 @@ def _train_step(net, x1: torch.Tensor, ctx: BenchContext):
 
 
 def run(ctx: BenchContext) -> BenchResult:
+    """Best-of time of the exact-OT coupling per batch size, on 2-D points (MLP) and 8x8 images (UNet), against
+    the raw POT solve, Sinkhorn and one training step; with its transport cost relative to the independent pairing."""
     cfg: OTCouplingBench = ctx.config
     repeats = cfg.repeats
     metrics: dict[str, float] = {}

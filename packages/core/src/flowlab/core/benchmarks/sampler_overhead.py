@@ -53,6 +53,8 @@ def _bare_heun(net, x, ts):
 
 
 def run(ctx: BenchContext) -> BenchResult:
+    """Best-of wall time of `solve_ode` (euler, midpoint, heun) against the same bare loops and flow_matching's
+    `ODESolver` (when installed), on x0: (batch, 2) through a 4x256 MLP; and whether heun matches its bare loop."""
     cfg: SamplerOverheadBench = ctx.config
     torch.manual_seed(ctx.seed)
     net = TimeMLP(2, hidden=(256,) * 4).to(ctx.device).eval()

@@ -80,5 +80,6 @@ def run_grid(
 
 
 def check_callback(callback: Any) -> None:
+    """A ValueError unless `callback` is None or a callable (it is given a `StepInfo` after each step)."""
     if callback is not None and not callable(callback):
         raise ValueError(f"callback: expected a callable taking a StepInfo, got {type(callback).__name__}")

@@ -59,12 +59,15 @@ def _guarded_getaddrinfo(host, *args, **kwargs):
 
 
 def install_network_guard() -> None:
+    """Patch socket's connect, connect_ex and getaddrinfo so that reaching a non-loopback address raises
+    `NetworkAccessError`."""
     socket.socket.connect = _guarded_connect
     socket.socket.connect_ex = _guarded_connect_ex
     socket.getaddrinfo = _guarded_getaddrinfo
 
 
 def remove_network_guard() -> None:
+    """Restore the real socket functions that `install_network_guard` replaced."""
     socket.socket.connect = _real_connect
     socket.socket.connect_ex = _real_connect_ex
     socket.getaddrinfo = _real_getaddrinfo
@@ -72,6 +75,7 @@ def remove_network_guard() -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item):
+    """pytest's `pytest_runtest_call` hook, as a wrapper: the network guard is on while each test body runs."""
     install_network_guard()
     try:
         yield
@@ -80,6 +84,7 @@ def pytest_runtest_call(item: pytest.Item):
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """pytest's `pytest_configure` hook: sets TERMINAL_WIDTH so the CLIs under test get a console too wide to wrap."""
     # typer's rich boxes a CLI error at the console width (80 off a terminal): a word of it could break across lines
     # wherever the length of a temporary path puts it, so the CLIs under test get a console too wide to wrap (typer
     # reads TERMINAL_WIDTH when first imported, after this hook; pytest's own output keeps its width)
@@ -87,6 +92,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """pytest's `pytest_collection_modifyitems` hook: without a CUDA device, every test marked `gpu` is skipped."""
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")

@@ -44,6 +44,8 @@ def models(cfg: WFRBench) -> dict[str, TimeCourseModel]:
 
 
 def per_time(model: TimeCourseModel, adata: ad.AnnData, prefix: str = "") -> dict[str, float]:
+    """W1 and TMV of the fitted `model` at every later observed time of `adata` ('<prefix>w1_t<time>',
+    '<prefix>tmv_t<time>') and their means over the times not held out ('<prefix>w1_mean', '<prefix>tmv_mean')."""
     rows = evaluate_time_points(model, adata)
     out: dict[str, float] = {}
     for r in rows:

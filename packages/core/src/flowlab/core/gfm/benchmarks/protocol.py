@@ -61,6 +61,7 @@ class GFMBench(Config):
 
 
 def model_config(cfg: GFMBench, objective: str, steps: int) -> GFMConfig:
+    """cfg.train for one model: its `objective`, `steps` and that objective's diag_fraction (None: its default)."""
     return replace(cfg.train, objective=objective, steps=steps, diag_fraction=cfg.diag_fraction.get(objective))
 
 
@@ -170,6 +171,8 @@ def assemble(cases: Mapping[str, dict[str, dict[str, float]]], primary: str, tit
 
 
 def directions(cases: Sequence[str]) -> dict[str, str]:
+    """The direction (all "min") of every judged metric '<case>/<metric>': MMD per NFE, NLL, the NLL's left
+    fraction, KL, semigroup error and the 1-NFE MMD ratio to RFM."""
     out = {}
     for case in cases:
         for k in NFES:

@@ -46,6 +46,8 @@ class HyperbolicBench(GFMBench):
 
 
 def run_torus(ctx: BenchContext) -> BenchResult:
+    """A random wrapped-normal mixture on each torus T^d, d in cfg.dims: RFM and the GFM objectives trained and
+    scored on it (case 'T<d>'), the first objective reported as ours."""
     cfg: TorusBench = ctx.config
     cases = {}
     with torch_threads(1):
@@ -58,6 +60,8 @@ def run_torus(ctx: BenchContext) -> BenchResult:
 
 
 def run_hyperbolic(ctx: BenchContext) -> BenchResult:
+    """The 6-component wrapped-normal mixture on the Poincaré disk: RFM and the GFM objectives trained and scored on
+    it (case 'disk'), the first objective reported as ours."""
     cfg: HyperbolicBench = ctx.config
     mix = poincare_mixture(components=6, radius=1.5, scale=0.3)
     with torch_threads(1):
