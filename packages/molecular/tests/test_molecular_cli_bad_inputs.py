@@ -1,4 +1,4 @@
-"""`flowlab molecular sample|metad|evaluate` meet every kind of bad input (`flowlab.core.testing.bad_input`): one
+"""`flowlab molecular sample|metad|evaluate|export` meet every kind of bad input (`flowlab.core.testing.bad_input`): one
 error naming the option or file, exit 2, before any work. The runs evaluated are a tiny toy run and a metadynamics
 run written here; the alanine dipeptide cases use a data root of bad files (OpenMM reads them), plus, where the
 data set is present, a truncated and a swapped copy of its files."""
@@ -105,7 +105,9 @@ def _sample_cases(runs: dict[str, Path], roots) -> list[BadInput]:
              case("choice", ["--variant"], "--variant", "huge"), case("type", ["--n"], "--n", "many"),
              case("type", ["--seed"], "--seed", "x"), case("range", ["--seed"], "--seed", str(2**65)),
              case("range", ["--n"], "--n", "0"),
-             case("range", ["--n"], "--n", "-3")]  # fmt: skip
+             case("range", ["--n"], "--n", "-3"), case("type", ["--steps"], "--steps", "many"),
+             case("range", ["--steps"], "--steps", "0"), case("range", ["--steps"], "--steps", "-3"),
+             case("range", ["--steps", "3 epochs"], "--steps", "7")]  # fmt: skip
     cases += [case(kind, names, "--system", "aldp", "--data-root", path) for kind, path, names in roots]
     toy = ["sample", "--system", "four-well", "--n", "64"]
     foreign = runs["toy"].parent / "foreign"
@@ -152,7 +154,11 @@ def _evaluate_cases(runs: dict[str, Path], folder: Path) -> list[BadInput]:
 
     cases = [BadInput("missing_file", ["evaluate", str(folder / "nowhere")], ["RUN", "nowhere"]),
              BadInput("choice", ["evaluate", str(toy), "--method", "gan"], ["--method"]),
-             BadInput("choice", ["evaluate", str(toy), "--weights", "exp"], ["--weights"])]  # fmt: skip
+             BadInput("choice", ["evaluate", str(toy), "--weights", "exp"], ["--weights"]),
+             BadInput("choice", ["evaluate", str(metad), "--plot", str(folder / "fes.jpg")], ["--plot", "fes.jpg"]),
+             BadInput("choice", ["evaluate", str(metad), "--plot", str(folder)], ["--plot"]),
+             BadInput("wrong_content", ["evaluate", str(toy), "--plot", str(folder / "fes.png")],
+                      ["--plot", "four-well"])]  # fmt: skip
     for file, good in (("config.json", toy), ("samples.pt", toy), ("fes.pt", metad)):
         cases += [case("missing_file", good, file, None, []), case("empty_file", good, file, b"", []),
                   case("corrupt_file", good, file, bad["garbage"].read_bytes(), [])]  # fmt: skip
@@ -188,10 +194,40 @@ def _evaluate_cases(runs: dict[str, Path], folder: Path) -> list[BadInput]:
     return cases
 
 
+def _export_cases(runs: dict[str, Path], roots, folder: Path) -> list[BadInput]:
+    toy, metad = runs["toy"], runs["metad"]
+    samples = torch.load(toy / "samples.pt", weights_only=True)
+    bad = bad_files(folder / "files", ".pt", like=toy / "samples.pt")
+    xyz, pdb = str(folder / "out.xyz"), str(folder / "out.pdb")
+    count = iter(range(1000))
+
+    def case(kind, file, content, names):
+        run = _variant(toy, folder / f"run{next(count)}", file, content)
+        return BadInput(kind, ["export", run, "--out", xyz], ["RUN", file, *names])
+
+    cases = [BadInput("missing_file", ["export", str(folder / "nowhere"), "--out", xyz], ["RUN", "nowhere"]),
+             BadInput("choice", ["export", str(toy), "--out", str(folder / "out.mol2")], ["--out", "out.mol2"]),
+             BadInput("choice", ["export", str(toy), "--out", str(folder)], ["--out"]),
+             BadInput("choice", ["export", str(toy), "--out", pdb], ["--out", ".xyz"]),  # a toy has no atoms
+             case("missing_file", "config.json", None, []), case("missing_file", "samples.pt", None, []),
+             case("empty_file", "samples.pt", b"", []),
+             case("corrupt_file", "samples.pt", bad["truncated"].read_bytes(), []),
+             case("pickle", "samples.pt", bad["pickle"].read_bytes(), []),
+             case("wrong_content", "samples.pt", {k: v for k, v in samples.items() if k != "x"}, ["x"]),
+             case("nan", "samples.pt", {**samples, "x": torch.full_like(samples["x"], math.nan)}, ["x"]),
+             case("shape", "samples.pt", {**samples, "x": samples["x"][:, :1]}, ["x"]),
+             case("shape", "samples.pt", {**samples, "x": samples["x"][:0]}, ["x"])]  # fmt: skip
+    return cases + [BadInput(kind, ["export", str(metad), "--out", pdb, "--data-root", path], names)
+                    for kind, path, names in roots]  # fmt: skip
+
+
 def test_every_command_refuses_bad_input_cleanly(runs, tmp_path):
     roots = _aldp_roots(tmp_path / "roots")
     cases = _sample_cases(runs, roots) + _metad_cases(runs, roots) + _evaluate_cases(runs, tmp_path / "eval")
+    cases += _export_cases(runs, roots, tmp_path / "export")
     check_bad_inputs(app, cases, pickle_marker=tmp_path / "eval" / "files" / "PICKLE_RAN")
+    assert not (tmp_path / "export" / "files" / "PICKLE_RAN").exists()
     assert uncovered_commands(app, cases) == []
     assert not list((runs["toy"].parent / "new").glob("*.pt"))  # refused before any work
+    assert not [*tmp_path.glob("*/out.*"), *tmp_path.glob("*/*.png")]
     _evaluates(runs["toy"])  # the run another one was refused in is intact

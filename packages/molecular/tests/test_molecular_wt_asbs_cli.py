@@ -6,8 +6,11 @@ import json
 import math
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
+from openmm.app import PDBFile
+from openmm.unit import nanometer
 from typer.testing import CliRunner
 
 from flowlab.molecular.cli import app
@@ -26,6 +29,14 @@ def test_cli_metad_then_evaluate(tmp_path, aldp_root):
     assert res.exit_code == 0, res.output
     report = json.loads(res.output.strip().splitlines()[-1])
     assert report["energy_evals"] == 1000 and math.isfinite(report["dF_aR_kjmol"])
+    samples = torch.load(run / "samples.pt", weights_only=True)  # positions recorded with the CVs, every 100 steps
+    assert samples["x"].shape == (10, 66) and samples["cvs"].shape == (10, 2)
+    res = runner.invoke(app, ["export", str(run), "--out", str(tmp_path / "metad.pdb"), "--data-root", str(aldp_root)])
+    assert res.exit_code == 0, res.output
+    pdb = PDBFile(str(tmp_path / "metad.pdb"))
+    assert pdb.topology.getNumAtoms() == 22 and pdb.getNumFrames() == 10
+    got = np.stack([pdb.getPositions(asNumpy=True, frame=i).value_in_unit(nanometer) for i in range(10)])
+    np.testing.assert_allclose(got, samples["x"].reshape(10, 22, 3).numpy(), rtol=0, atol=0.0005 / 10 + 1e-9)
     res = runner.invoke(app, ["evaluate", str(tmp_path)])
     assert res.exit_code != 0 and "config.json" in res.output
 
@@ -55,10 +66,14 @@ def test_cli_toy_sample_then_evaluate_with_each_weighting(tmp_path, monkeypatch)
         assert res.exit_code == 0, res.output
         return json.loads(res.output.strip().splitlines()[-1])
 
-    for bias in ("on", "off"):
+    for bias, steps in (("on", 6), ("off", 3)):  # the curriculum's 3 epochs of 2 or 1 steps
         run = tmp_path / bias
-        res = runner.invoke(app, ["sample", "--system", "four-well", "--bias", bias, "--n", "64", "--out", str(run)])
+        args = ["--system", "four-well", "--bias", bias, "--n", "64", "--steps", str(steps), "--out", str(run)]
+        res = runner.invoke(app, ["sample", *args])
         assert res.exit_code == 0, res.output
+        assert "epoch 1/3 (A)" in res.output and "epoch 3/3 (C)" in res.output  # progress, one line an epoch
+        config = json.loads((run / "config.json").read_text())
+        assert config["train_steps"] == steps and config["samples_seen"] == steps * tiny.batch_size
         assert torch.load(run / "samples.pt", weights_only=True)["log_w"].shape == (64,)
         report = evaluate(run)
         assert report["weights"] == "path" and 0 < report["ess_frac"] <= 1 and math.isfinite(report["dF_kT"])

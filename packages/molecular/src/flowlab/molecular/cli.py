@@ -4,7 +4,7 @@ import typer
 
 from flowlab.molecular.wt_asbs import cli as wt_asbs_cli
 
-app = typer.Typer(help="Molecular Boltzmann sampling: WT-ASBS (sample, metad, evaluate).", no_args_is_help=True)
+app = typer.Typer(help="Molecular Boltzmann sampling: WT-ASBS (sample, metad, evaluate, export).", no_args_is_help=True)
 app.registered_commands += wt_asbs_cli.app.registered_commands
 
 __all__ = ["app"]

@@ -1,5 +1,6 @@
 """Alanine dipeptide in implicit solvent (AMBER ff96, OBC1): the shipped files, the (phi, psi) torsions and their
-bias, the spec's basin boxes (§6.2), and Delta F between basins from samples or from an FES on the torsion grid."""
+bias, the spec's basin boxes (§6.2), Delta F between basins from samples or from an FES on the torsion grid, and the
+FES of (weighted) samples on such a grid."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ __all__ = [
     "basin_df_from_fes",
     "basin_df_from_samples",
     "basins_visited",
+    "fes_from_samples",
     "torsion_bias",
     "torsion_cvs",
 ]
@@ -85,6 +87,18 @@ def basin_df_from_fes(fes: np.ndarray, kT: float) -> dict[str, float]:
 
     ref = logmass(ALDP_BASINS["C7eq"])
     return {f"dF_{k}": float(kT * (ref - logmass(box))) for k, box in ALDP_BASINS.items() if k != "C7eq"}
+
+
+def fes_from_samples(phi_psi: torch.Tensor, weights: torch.Tensor | None, kT: float, bins: int = 36) -> np.ndarray:
+    """The FES F = -kT ln p (kJ/mol, minimum 0) of samples phi_psi: (N, 2) radians with weights (N,) or None, on a
+    (bins, bins) histogram over [-pi, pi)^2 in OpenMM's order (fes[i_psi, i_phi], cells of width 2 pi / bins);
+    NaN where no sample falls."""
+    s = torch.remainder(phi_psi.to(torch.float64) + math.pi, 2 * math.pi)  # [0, 2 pi)
+    cell = (s * (bins / (2 * math.pi))).long().clamp_(0, bins - 1)
+    w = torch.ones(len(s), dtype=torch.float64) if weights is None else weights.to(torch.float64)
+    p = torch.zeros(bins * bins, dtype=torch.float64).index_add_(0, cell[:, 1] * bins + cell[:, 0], w)
+    f = -kT * torch.log(p / p.sum())
+    return torch.where(p > 0, f - f.min(), math.nan).reshape(bins, bins).numpy()
 
 
 def basins_visited(phi_psi: np.ndarray) -> float:

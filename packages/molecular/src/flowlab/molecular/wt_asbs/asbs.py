@@ -13,7 +13,8 @@ With a `WellTemperedBias`, hills are deposited at the CVs of every epoch's new s
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
@@ -99,6 +100,26 @@ class ASBSConfig(Config):
                 raise ValueError(f"{name}: expected a positive integer, got {v!r}")
         if self.skip_epochs < 0:
             raise ValueError(f"skip_epochs: expected >= 0, got {self.skip_epochs!r}")
+
+    @property
+    def epochs(self) -> int:
+        """The curriculum's epochs: `adjoint_epochs` per 'A' stage plus `corrector_epochs` per 'C' stage."""
+        return self.stages.count("A") * self.adjoint_epochs + self.stages.count("C") * self.corrector_epochs
+
+    @property
+    def steps(self) -> int:
+        """The curriculum's AdamW steps in all: `epochs` x `steps_per_epoch`."""
+        return self.epochs * self.steps_per_epoch
+
+    def with_steps(self, steps: int) -> ASBSConfig:
+        """This curriculum taking `steps` AdamW steps in all, spread evenly over its epochs; ValueError naming
+        `steps` unless it is a positive multiple of `epochs` (the message suggests the nearest two)."""
+        e = self.epochs
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1 or steps % e:
+            low = max(steps // e, 1) * e if isinstance(steps, int) else e
+            msg = f"expected a positive multiple of the curriculum's {e} epochs (e.g. {low} or {low + e})"
+            raise ValueError(f"steps: {msg}, got {steps!r}")
+        return replace(self, steps_per_epoch=steps // e)
 
 
 @dataclass(frozen=True)
@@ -332,9 +353,10 @@ class ASBS:
         z = self._mean_free(torch.randn(x1.shape, generator=self.generator, device=x1.device, dtype=x1.dtype))
         return (1 - r) * x0 + r * x1 + (r * (1 - r) * self.noise.total).clamp_min(0).sqrt() * z
 
-    def train(self) -> TrainLog:
+    def train(self, on_epoch: Callable[[TrainLog], None] | None = None) -> TrainLog:
         """Run the curriculum, each epoch one `fit` of `steps_per_epoch` AdamW steps on the epoch's buffer (the
-        optimisers persist across epochs and stages); returns the `TrainLog` (also at `.log`)."""
+        optimisers persist across epochs and stages), calling `on_epoch(log)` after each epoch's records (progress);
+        returns the `TrainLog` (also at `.log`)."""
         cfg = self.config
         nets: dict[str, nn.Module] = {"A": self.controller, "C": self.corrector}
         opts = {
@@ -364,6 +386,8 @@ class ASBS:
                 self.log.hills.append(0 if self.bias is None else self.bias.n_hills)
                 self.log.max_bias.append(0.0 if self.bias is None else float(self.bias.values.max()))
                 epoch += 1
+                if on_epoch is not None:
+                    on_epoch(self.log)
         self.log.seconds = time.perf_counter() - start
         return self.log
 

@@ -1,10 +1,12 @@
-"""`flowlab molecular sample|metad|evaluate` for WT-ASBS.
+"""`flowlab molecular sample|metad|evaluate|export` for WT-ASBS.
 
 A run folder holds config.json (method, system, settings), samples.pt (X_1, CVs, bias at the samples, path-space
 log importance weights), state.pt
-(the controller, corrector and bias grids; tensors only) or, for `metad`, fes.pt and samples.pt (its CVs), and the
+(the controller, corrector and bias grids; tensors only) or, for `metad`, fes.pt and samples.pt (the recorded
+positions and CVs), and the
 run.json of the run it holds: the same run again needs --resume (it runs again to the same result: neither
-command checkpoints mid-run) or --overwrite, another run needs --overwrite.
+command checkpoints mid-run) or --overwrite, another run needs --overwrite. `export` writes a run's samples as a
+PDB, DCD or XYZ trajectory (the extension decides); `evaluate --plot` draws an alanine dipeptide run's FES.
 """
 
 from __future__ import annotations
@@ -17,16 +19,28 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP, SEEDS, json_text
-from flowlab.molecular.wt_asbs.names import TOYS
+from flowlab.molecular.wt_asbs.names import TOYS, TRAJECTORY_SUFFIXES
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import torch
 
-app = typer.Typer(help="WT-ASBS: train and sample (sample), the OpenMM WTMetaD reference (metad), evaluate a run.")
+    from flowlab.molecular.wt_asbs.asbs import TrainLog
+
+app = typer.Typer(
+    help="WT-ASBS: train and sample (sample), the OpenMM WTMetaD reference (metad), evaluate a run, export its samples."
+)
 
 SYSTEMS = ("aldp", "sn2", *TOYS)
 METHODS = ("wt_asbs", "asbs", "metad")
 WEIGHTS = ("path", "bias", "none")
+
+
+def _suffix(path: Path, suffixes: tuple[str, ...], option: str) -> None:
+    """Refuse a file whose extension (which decides the writer) is not one of `suffixes`, or a folder."""
+    if path.suffix not in suffixes or path.is_dir():
+        raise typer.BadParameter(f"expected a {'|'.join(suffixes)} file, got {path.name!r}", param_hint=option)
 
 
 def _aldp_data(data_root: str | None) -> tuple[Path, Path]:
@@ -43,6 +57,20 @@ def _aldp_data(data_root: str | None) -> tuple[Path, Path]:
     return prmtop, inpcrd
 
 
+def _progress(epochs: int) -> Callable[[TrainLog], None]:
+    """`ASBS.train`'s per-epoch callback for the command line: a line on stderr about every 5% of the `epochs` and
+    at the last (epoch, stage, loss, energy calls so far, hills)."""
+    every = max(1, epochs // 20)
+
+    def report(log: TrainLog) -> None:
+        done = len(log.stage)
+        if done % every == 0 or done == epochs:
+            typer.echo(f"epoch {done}/{epochs} ({log.stage[-1]}): loss {log.loss[-1]:.4g}, energy calls "
+                       f"{log.energy_evals[-1]}, hills {log.hills[-1]}", err=True)  # fmt: skip
+
+    return report
+
+
 @app.command()
 def sample(
     system: Annotated[str, typer.Option(help="|".join(SYSTEMS))] = "four-well",
@@ -50,16 +78,25 @@ def sample(
     out: Annotated[Path, typer.Option(help="run folder")] = Path("runs/wt_asbs"),
     variant: Annotated[str, typer.Option(help="quick|full settings of the benchmark")] = "quick",
     n: Annotated[int, typer.Option(min=1, help="samples to draw after training")] = 2000,
+    steps: Annotated[
+        int | None,
+        typer.Option(
+            help="AdamW steps in all, spread evenly over the curriculum's epochs (a multiple of their count; "
+            "default: the variant's)"
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option(**SEEDS)] = 0,
     data_root: Annotated[str | None, typer.Option(help="defaults to $FLOWLAB_DATA")] = None,
     overwrite: Annotated[bool, typer.Option(help=OVERWRITE_HELP)] = False,
     resume: Annotated[bool, typer.Option(help=RESUME_HELP)] = False,
 ) -> None:
-    """Train the (WT-)ASBS sampler on a system and draw samples. A folder holding this run needs --resume or
-    --overwrite, one holding another run --overwrite."""
+    """Train the (WT-)ASBS sampler on a system and draw samples, printing progress per epoch (stderr). A folder
+    holding this run needs --resume or --overwrite, one holding another run --overwrite."""
+    from dataclasses import replace
+
     import torch
 
-    from flowlab.core.cli import claim_run_option
+    from flowlab.core.cli import claim_run_option, option_error
     from flowlab.molecular.wt_asbs.aldp import torsion_bias, torsion_cvs
     from flowlab.molecular.wt_asbs.asbs import ASBS
     from flowlab.molecular.wt_asbs.benchmarks.aldp import ALDP
@@ -75,22 +112,24 @@ def sample(
         raise typer.BadParameter(f"expected on|off, got {bias!r}", param_hint="--bias")
     if variant not in ("quick", "full"):
         raise typer.BadParameter(f"expected quick|full, got {variant!r}", param_hint="--variant")
+    cfg = {"aldp": ALDP, "sn2": SN2}.get(system, TOY).variants[variant]
+    sampler = cfg.sampler_for(system) if system in TOYS else cfg.sampler
+    if steps is not None:
+        try:
+            sampler = replace(sampler, asbs=sampler.asbs.with_steps(steps))
+        except ValueError as err:
+            raise option_error(err) from err
     gen = torch.Generator().manual_seed(seed)
     if system == "aldp":
-        cfg = ALDP.variants[variant]
-        sampler = cfg.sampler
         prmtop, inpcrd = _aldp_data(data_root)
         pot = OpenMMPotential(prmtop, solvent=cfg.solvent, workers=cfg.workers)
         cvs, wt = torsion_cvs(), torsion_bias(sampler.bias, pot.kT)
         kw = {"source_mean": pot.positions(inpcrd)[0].float(), "atom_dim": 3}
     elif system == "sn2":
-        cfg = SN2.variants[variant]
-        sampler = cfg.sampler
         pot, cvs = sn2_potential(workers=cfg.workers), reaction_cv()
         wt = sampler.bias.build(*cfg.grid_range, kT=pot.kT)
         kw = {"source_mean": REACTANT[0].float(), "atom_dim": 3}
     else:
-        sampler = TOY.variants[variant].sampler_for(system)
         pot = make_toy(system)
         cvs, wt = toy_cvs(pot), toy_bias(pot, sampler.bias)
         kw = {"source_mean": toy_source_mean(pot)}
@@ -100,7 +139,7 @@ def sample(
     model = ASBS.from_config(
         pot, sampler, cvs=cvs if bias == "on" else None, bias=wt if bias == "on" else None, generator=gen, **kw
     )
-    log = model.train()
+    log = model.train(on_epoch=_progress(sampler.asbs.epochs))
     data = {}
     if system in TOYS:  # path weights cost one energy call per sample; on molecules they are not used by default
         _, x1, data["log_w"] = model.sample_weighted(n)
@@ -117,6 +156,8 @@ def sample(
         "seed": seed,
         "kT": pot.kT,
         "energy_evals": pot.n_evals,
+        "train_steps": sampler.asbs.steps,
+        "samples_seen": sampler.asbs.steps * sampler.asbs.batch_size,
         "train_seconds": log.seconds,
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))
@@ -156,7 +197,7 @@ def metad(
     prmtop, inpcrd = _aldp_data(data_root)
     res = openmm_wtmetad(prmtop, inpcrd, steps=steps, solvent="OBC1", bias_factor=bias_factor, height=height, seed=seed)
     torch.save({"fes": torch.as_tensor(res.fes)}, out / "fes.pt")
-    torch.save({"cvs": torch.as_tensor(res.cvs)}, out / "samples.pt")
+    torch.save({"x": torch.as_tensor(res.x), "cvs": torch.as_tensor(res.cvs)}, out / "samples.pt")
     config = {
         "method": "metad",
         "system": "aldp",
@@ -281,10 +322,19 @@ def evaluate(
             "WT-ASBS; the default otherwise) | none"
         ),
     ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            help="also draw the (phi, psi) FES of an alanine dipeptide run here (.png): metad's fes.pt, or the "
+            "samples' histogram under --weights"
+        ),
+    ] = None,
 ) -> None:
-    """Delta F between basins, basin coverage and energy-evaluation counts of a run (printed as JSON)."""
-    from flowlab.molecular.wt_asbs.aldp import ALDP_BASINS, basin_df_from_fes
+    """Delta F between basins, basin coverage and energy-evaluation counts of a run (printed as JSON); --plot
+    draws the free-energy surface of an alanine dipeptide run."""
+    from flowlab.molecular.wt_asbs.aldp import ALDP_BASINS, basin_df_from_fes, fes_from_samples
     from flowlab.molecular.wt_asbs.analysis import basin_coverage, delta_f_from_samples
+    from flowlab.molecular.wt_asbs.plots import plot_fes
     from flowlab.molecular.wt_asbs.sn2 import WELLS, well_fractions
     from flowlab.molecular.wt_asbs.toys import TOY_INTERVALS, make_toy
 
@@ -292,7 +342,12 @@ def evaluate(
         raise typer.BadParameter(f"unknown method {method!r} (expected {'|'.join(METHODS)})", param_hint="--method")
     if weights not in (None, *WEIGHTS):
         raise typer.BadParameter(f"expected one of {WEIGHTS}, got {weights!r}", param_hint="--weights")
+    if plot is not None:
+        _suffix(plot, (".png",), "--plot")
     cfg = _run_config(run)
+    if plot is not None and cfg["system"] != "aldp":
+        msg = f"draws the (phi, psi) FES of alanine dipeptide runs; {run} holds a {cfg['system']} run"
+        raise typer.BadParameter(msg, param_hint="--plot")
     method = method or cfg.get("method")
     if method is None:
         raise typer.BadParameter(f"{run / 'config.json'} names no method; pass one", param_hint="--method")
@@ -300,6 +355,8 @@ def evaluate(
         fes = _run_tensors(run / "fes.pt", {"fes": ("G", "G")})["fes"].numpy()
         report = {"method": method, "system": "aldp", "energy_evals": cfg["energy_evals"]}
         report.update({f"{k}_kjmol": v for k, v in basin_df_from_fes(fes, cfg["kT"]).items()})
+        if plot is not None:
+            report["plot"] = str(plot_fes(plot, {"WTMetaD (OpenMM)": fes}, cfg["kT"]).path)
         typer.echo(json_text(report))
         return
     data = _samples(run, cfg["system"])
@@ -312,6 +369,9 @@ def evaluate(
         for name, box in ALDP_BASINS.items():
             if name != "C7eq":
                 report[f"dF_{name}_kjmol"] = cfg["kT"] * delta_f_from_samples(s, ALDP_BASINS["C7eq"], box, weights=w)
+        if plot is not None:
+            panel = {f"{method} ({weights} weights)": fes_from_samples(s, w, cfg["kT"])}
+            report["plot"] = str(plot_fes(plot, panel, cfg["kT"]).path)
     elif cfg["system"] == "sn2":
         xi = s[:, 0]
         report["dF_product_kT"] = delta_f_from_samples(xi, WELLS["reactant"], WELLS["product"], weights=w)
@@ -322,3 +382,41 @@ def evaluate(
         report["dF_kT"] = delta_f_from_samples(s[:, 0], a, b, weights=w)
         report["basins_found"], report["basin_counts"] = basin_coverage(data["x"], pot.minima, pot.basin_radius)
     typer.echo(json_text(report))
+
+
+def _topology(system: str, data_root: str | None):
+    """The OpenMM topology of a molecular system (alanine dipeptide's from its prmtop under --data-root), None for
+    a toy."""
+    from flowlab.molecular.wt_asbs.potentials import read_prmtop
+    from flowlab.molecular.wt_asbs.sn2 import NUMBERS
+    from flowlab.molecular.wt_asbs.trajectories import element_topology
+
+    if system == "aldp":
+        return read_prmtop(_aldp_data(data_root)[0]).topology
+    return element_topology(NUMBERS, "SN2") if system == "sn2" else None
+
+
+@app.command()
+def export(
+    run: Annotated[Path, typer.Argument(help="a run folder written by `sample` or `metad`")],
+    out: Annotated[Path, typer.Option(help="the trajectory: .pdb (multi-model) | .dcd (molecules) | .xyz")],
+    data_root: Annotated[
+        str | None, typer.Option(help="alanine dipeptide's topology; defaults to $FLOWLAB_DATA")
+    ] = None,
+) -> None:
+    """Write a run's samples (metad: its recorded positions) as a trajectory, one frame per sample, the writer
+    chosen by --out's extension: PDB and DCD through OpenMM on the system's topology, XYZ with element symbols (a
+    toy's coordinates as pseudo-atoms X)."""
+    from flowlab.molecular.wt_asbs.toys import make_toy
+    from flowlab.molecular.wt_asbs.trajectories import write_trajectory
+
+    _suffix(out, TRAJECTORY_SUFFIXES, "--out")
+    cfg = _run_config(run)
+    if cfg["system"] in TOYS and out.suffix != ".xyz":
+        msg = f"a toy's samples are points, not atoms: expected a .xyz file, got {out.name!r}"
+        raise typer.BadParameter(msg, param_hint="--out")
+    topology = _topology(cfg["system"], data_root)
+    dim = make_toy(cfg["system"]).dim if topology is None else 3 * topology.getNumAtoms()
+    x = _run_tensors(run / "samples.pt", {"x": ("N", dim)})["x"]
+    path = write_trajectory(x, out, topology=topology)
+    typer.echo(f"wrote {path}: {len(x)} frames of {math.ceil(dim / 3)} atoms")

@@ -77,10 +77,12 @@ def langevin(
 
 @dataclass(frozen=True)
 class MetadResult:
-    """fes: (G, G) kJ/mol on the grid (None for plain MD); cvs: (N, 2) recorded (phi, psi); energy_evals; seconds."""
+    """fes: (G, G) kJ/mol on the grid (None for plain MD); cvs: (N, 2) recorded (phi, psi); x: (N, 3 A) the
+    positions recorded with them, nm; energy_evals; seconds."""
 
     fes: np.ndarray | None
     cvs: np.ndarray
+    x: np.ndarray
     energy_evals: int
     seconds: float
 
@@ -126,6 +128,14 @@ def _record_cvs(positions_nm: np.ndarray) -> np.ndarray:
     return np.array([float(TorsionCV(PHI)(x)), float(TorsionCV(PSI)(x))])
 
 
+def _positions(sim) -> np.ndarray:
+    """The simulation's positions, flat: (3 A,) nm."""
+    from openmm import unit
+
+    state = sim.context.getState(getPositions=True)
+    return np.asarray(state.getPositions(asNumpy=True).value_in_unit(unit.nanometer)).ravel()
+
+
 def check_metad(*, steps: int, bias_factor: float, height: float, record_every: int = 100) -> None:
     """`openmm_wtmetad`'s checks of its settings (a ValueError naming the argument), to run before any file is read."""
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < record_every:
@@ -169,12 +179,14 @@ def openmm_wtmetad(
         prmtop, inpcrd, solvent=solvent, temperature=temperature, seed=seed, platform=platform, prepare=metadynamics
     )
     start = time.perf_counter()
-    recs = []
+    recs, xs = [], []
     for _ in range(steps // record_every):
         meta.step(sim, record_every)
         recs.append(np.asarray(meta.getCollectiveVariables(sim)))
+        xs.append(_positions(sim))
     fes = meta.getFreeEnergy().value_in_unit(unit.kilojoule_per_mole)
-    return MetadResult(fes=np.asarray(fes), cvs=np.stack(recs), energy_evals=steps, seconds=time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    return MetadResult(fes=np.asarray(fes), cvs=np.stack(recs), x=np.stack(xs), energy_evals=steps, seconds=seconds)
 
 
 def openmm_md(
@@ -188,14 +200,14 @@ def openmm_md(
     seed: int = 0,
     platform: str = "CPU",
 ) -> MetadResult:
-    """Plain Langevin MD (2 fs LangevinMiddle, HBonds), recording (phi, psi) every `record_every` steps."""
-    from openmm import unit
-
+    """Plain Langevin MD (2 fs LangevinMiddle, HBonds), recording positions and (phi, psi) every `record_every`
+    steps."""
     sim, _ = _simulation(prmtop, inpcrd, solvent=solvent, temperature=temperature, seed=seed, platform=platform)
     start = time.perf_counter()
-    recs = []
+    xs = []
     for _ in range(steps // record_every):
         sim.step(record_every)
-        pos = sim.context.getState(getPositions=True).getPositions(asNumpy=True).value_in_unit(unit.nanometer)
-        recs.append(_record_cvs(np.asarray(pos)))
-    return MetadResult(fes=None, cvs=np.stack(recs), energy_evals=steps, seconds=time.perf_counter() - start)
+        xs.append(_positions(sim))
+    x = np.stack(xs)
+    cvs = np.stack([_record_cvs(pos) for pos in x])
+    return MetadResult(fes=None, cvs=cvs, x=x, energy_evals=steps, seconds=time.perf_counter() - start)

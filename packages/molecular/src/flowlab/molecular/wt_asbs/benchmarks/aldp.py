@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, figure, require_file
+from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, require_file
 from flowlab.molecular.wt_asbs.aldp import (
     DATASET,
     INPCRD,
@@ -30,6 +30,7 @@ from flowlab.molecular.wt_asbs.analysis import reweight, torsion_marginal_kl, to
 from flowlab.molecular.wt_asbs.asbs import ASBS, ASBSConfig, SamplerConfig
 from flowlab.molecular.wt_asbs.benchmarks.common import CLIP_100_PER_ANGSTROM, WTASBSBench, sampler_seed
 from flowlab.molecular.wt_asbs.bias import BiasConfig
+from flowlab.molecular.wt_asbs.plots import plot_fes
 from flowlab.molecular.wt_asbs.potentials import OpenMMPotential
 from flowlab.molecular.wt_asbs.reference import openmm_md, openmm_wtmetad
 
@@ -74,19 +75,6 @@ def _torsion_scores(fes: np.ndarray, kT: float, s, w=None, max_points: int = 200
         "KL_psi": float(kl[1]),
         "W2_phi_psi": torsion_w2(ref, s, ref_weights=ref_w, weights=w),
     }
-
-
-def _plot_fes(path, panels: dict[str, np.ndarray], kT: float) -> None:
-    """FES panels (G, G) in kJ/mol, each (psi, phi)-indexed over [-pi, pi]^2, in k_BT above their minimum."""
-    with figure(path, ncols=len(panels), size=(4.2 * len(panels), 3.6), dpi=90) as (fig, axes):
-        top = min(15.0, max(float((f.max() - f.min()) / kT) for f in panels.values()))  # one colour scale for all
-        for ax, (title, f) in zip(np.atleast_1d(axes), panels.items(), strict=True):
-            im = ax.imshow(
-                (f - f.min()) / kT, origin="lower", extent=(-math.pi, math.pi, -math.pi, math.pi), vmin=0, vmax=top
-            )
-            ax.set(title=title, xlabel="phi (rad)", ylabel="psi (rad)")
-            ax.grid(False)  # the style's grid lines would cross the heat map
-            fig.colorbar(im, ax=ax, label="F / kT")
 
 
 def run_aldp(ctx: BenchContext) -> BenchResult:
@@ -171,7 +159,7 @@ def run_aldp(ctx: BenchContext) -> BenchResult:
     plain.update(_torsion_scores(meta.fes, kT, md.cvs))
     ctx.out_dir.mkdir(parents=True, exist_ok=True)
     fes_png = ctx.out_dir / "wt_asbs_aldp_fes.png"
-    _plot_fes(fes_png, {"WT-ASBS (bias)": f_ours, "WTMetaD (OpenMM)": f_meta}, kT)
+    plot_fes(fes_png, {"WT-ASBS (bias)": f_ours, "WTMetaD (OpenMM)": f_meta}, kT)
     refs = {"ASBS [paper, internal coords, d=60]": {"KL_phi": 0.02, "KL_psi": 0.01, "W2_phi_psi": 0.25}}
     curve = Curve(
         title="WT-ASBS max bias (kJ/mol) per epoch",
