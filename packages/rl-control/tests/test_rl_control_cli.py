@@ -3,9 +3,14 @@ options."""
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from flowlab.rl_control.cli import app
+from flowlab.rl_control.envs.scores import score_returns
 
 runner = CliRunner()
 
@@ -26,8 +31,13 @@ def test_cli_collect_train_online_and_evaluate(tmp_path):
     res = runner.invoke(app, [*args, "--policy-extraction", "onestep", "--online-steps", "4", "--n-envs", "2"])
     assert res.exit_code == 0, res.output
     assert "online: 0 episodes" in res.output and (run / "online").is_dir()
-    res = runner.invoke(app, ["evaluate", "--run", str(run), "--episodes", "2"])
-    assert res.exit_code == 0 and "return" in res.output, res.output
+    out = tmp_path / "scores" / "eval.json"
+    res = runner.invoke(app, ["evaluate", "--run", str(run), "--episodes", "2", "--out", str(out)])
+    assert res.exit_code == 0 and "return" in res.output and "normalised" in res.output, res.output
+    record = json.loads(out.read_text())
+    assert record["env"] == "Pendulum-v1" and record["method"] == "td" and len(record["returns"]) == 2
+    assert record["mean_return"] == pytest.approx(np.mean(record["returns"]))
+    assert record["normalised_return"] == score_returns(record["returns"], "Pendulum-v1")["normalised_return"]
     res = runner.invoke(app, [*args, "--policy-extraction", "best"])
     assert res.exit_code == 2 and "policy_extraction" in res.output
     # another agent into the same folder is refused, not resumed on top of these weights; --overwrite replaces it
@@ -73,8 +83,15 @@ def test_marl_collect_train_resume_and_evaluate(tmp_path):
     assert res.exit_code == 0, res.output
     res = runner.invoke(app, [*args, "--steps", "3", "--resume"])  # continues both (finished) stages
     assert res.exit_code == 0 and "bc trained before, policy trained before" in res.output, res.output
-    res = runner.invoke(app, ["marl-evaluate", "--run", str(run), "--episodes", "50", "--latency-repeats", "2"])
+    out = tmp_path / "marl.json"
+    res = runner.invoke(app, ["marl-evaluate", "--run", str(run), "--episodes", "50", "--latency-repeats", "2",
+                              "--out", str(out)])  # fmt: skip
     assert res.exit_code == 0 and "return" in res.output and "network calls" in res.output, res.output
+    record = json.loads(out.read_text())
+    assert (
+        record["env"] == "xor" and len(record["returns"]) == 50 and [r["batch"] for r in record["latency"]] == [1, 256]
+    )
+    assert record["normalised_return"] == score_returns(record["returns"], "xor")["normalised_return"]
     spread = tmp_path / "spread.npz"
     res = runner.invoke(app, ["marl-collect", "--agents", "2", "--transitions", "50", "--out", str(spread)])
     assert res.exit_code == 0, res.output
@@ -144,3 +161,20 @@ def test_marl_commands_refuse_bad_input_with_one_line_and_exit_code_2(tmp_path):
 def test_evaluate_refuses_zero_episodes_before_any_work(tmp_path):
     res = runner.invoke(app, ["evaluate", "--run", str(tmp_path), "--episodes", "0"])
     assert res.exit_code == 2 and "--episodes" in res.output and "n_envs" not in res.output, res.output
+
+
+def test_train_reads_d4rl_style_and_minari_datasets(tmp_path, make_episodes, write_minari, write_d4rl):
+    episodes = make_episodes([5, 3, 4])  # Pendulum's shapes: 3-D observations, 1-D actions
+    flat = {k: np.concatenate([ep[k] for ep in episodes]) for k in ("actions", "rewards")}
+    d4rl = {"observations": np.concatenate([ep["observations"][:-1] for ep in episodes]),
+            "next_observations": np.concatenate([ep["observations"][1:] for ep in episodes]), **flat,
+            "terminals": np.concatenate([ep["terminations"] for ep in episodes]),
+            "timeouts": np.concatenate([ep["truncations"] for ep in episodes])}  # fmt: skip
+    datasets = [write_d4rl(tmp_path / "d4rl.hdf5", d4rl), write_d4rl(tmp_path / "d4rl.npz", d4rl),
+                write_minari(tmp_path / "minari", episodes)]  # fmt: skip
+    for i, dataset in enumerate(datasets):
+        args = ["train", "--dataset", str(dataset), "--method", "td", "--steps", "1", "--batch-size", "4"]
+        res = runner.invoke(app, [*args, "--out", str(tmp_path / f"run{i}")])
+        assert res.exit_code == 0 and "trained td for 1 steps" in res.output, res.output
+    res = runner.invoke(app, [*args, "--out", str(tmp_path / "run2"), "--resume"])  # the folder's digest is stable
+    assert res.exit_code == 0, res.output

@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -50,10 +51,30 @@ def _record(run: Path, **changes) -> bytes:
     return json.dumps(meta).encode()
 
 
+def _hdf5(path: Path, like: Path, drop: tuple[str, ...] = (), **arrays: np.ndarray) -> Path:
+    """A flat HDF5 file at `path`: the datasets of the file `like` without `drop`, `arrays` replacing some."""
+    with h5py.File(like) as src, h5py.File(path, "w") as dest:
+        for key, value in {**{k: src[k][()] for k in src if k not in drop}, **arrays}.items():
+            dest[key] = value
+    return path
+
+
+def _minari_files(root: Path, write_minari, episodes: list[dict[str, np.ndarray]]) -> dict[str, Path]:
+    """A good Minari folder of `episodes` and bad ones: an episode's observations as many as its actions, an episode
+    without rewards, NaN observations, and a folder without Minari data."""
+    ragged = [{**ep, "observations": ep["observations"][:-1]} if i == 1 else ep for i, ep in enumerate(episodes)]
+    nan = [{**ep, "observations": np.where(ep["observations"] > 1, np.nan, ep["observations"])} for ep in episodes]
+    fields = [{k: v for k, v in ep.items() if k != "rewards"} for ep in episodes]
+    (root / "m_nodata").mkdir(parents=True)
+    return {"minari": write_minari(root / "minari", episodes), "m_ragged": write_minari(root / "m_ragged", ragged),
+            "m_nan": write_minari(root / "m_nan", nan), "m_fields": write_minari(root / "m_fields", fields),
+            "m_nodata": root / "m_nodata"}  # fmt: skip
+
+
 @pytest.fixture(scope="module")
-def made(tmp_path_factory) -> dict[str, Path]:
-    """The smallest good inputs: a pendulum dataset and a one-step TD run on it, an xor dataset and a one-step
-    MAC-Flow run on it, and the bad files made from them."""
+def made(tmp_path_factory, make_episodes, write_minari, write_d4rl) -> dict[str, Path]:
+    """The smallest good inputs: a pendulum dataset (also as a D4RL-style HDF5 file and a Minari folder) and a
+    one-step TD run on it, an xor dataset and a one-step MAC-Flow run on it, and the bad files made from them."""
     root = tmp_path_factory.mktemp("rl_bad_inputs")
     paths = {"root": root, "pendulum.npz": root / "pendulum.npz", "xor.npz": root / "xor.npz", "run": root / "run",
              "mrun": root / "mrun", "fresh": root / "fresh"}  # fmt: skip
@@ -87,6 +108,18 @@ def made(tmp_path_factory) -> dict[str, Path]:
     paths["x_nan.npz"] = _npz(bad / "x_nan.npz", paths["xor.npz"], rewards=np.full(len(x["rewards"]), np.nan))
     three = {k: np.concatenate([x[k], x[k][:, :1]], 1) for k in ("observations", "next_observations", "actions")}
     paths["x_agents3.npz"] = _npz(bad / "x_agents3.npz", paths["xor.npz"], **three)
+    p = dict(np.load(paths["pendulum.npz"]))
+    d4rl = {k: p[k] for k in ("observations", "actions", "rewards", "next_observations")}
+    paths["d4rl.hdf5"] = write_d4rl(root / "d4rl.hdf5", {**d4rl, "terminals": p["terminations"],
+                                                          "timeouts": p["truncations"]})  # fmt: skip
+    paths.update({f"h_{k}.hdf5": v for k, v in bad_files(bad / "h", ".hdf5", like=paths["d4rl.hdf5"]).items()})
+    paths["h_marker"] = bad / "h" / "PICKLE_RAN"
+    paths["h_fields.hdf5"] = _hdf5(bad / "h_fields.hdf5", paths["d4rl.hdf5"], drop=("timeouts",))
+    paths["h_ragged.hdf5"] = _hdf5(bad / "h_ragged.hdf5", paths["d4rl.hdf5"], actions=p["actions"][:-1])
+    paths["h_nan.hdf5"] = _hdf5(bad / "h_nan.hdf5", paths["d4rl.hdf5"], rewards=np.full(64, np.nan))
+    paths.update(_minari_files(root, write_minari, make_episodes([5, 3])))
+    (bad / "data.csv").write_text("observations,actions\n0,0\n")
+    paths["data.csv"] = bad / "data.csv"
     torch.save({"x": torch.zeros(2)}, bad / "other.pt")
     paths["other.pt"] = bad / "other.pt"
     (bad / "notes").mkdir()
@@ -103,9 +136,9 @@ def _fresh(made: dict[str, Path]) -> str:
     return str(made["fresh"] / f"out{next(_OUTS)}")
 
 
-def _file_cases(args, option: str, files: dict[str, Path], prefix: str = "") -> list[BadInput]:
-    """`args(path)` with each bad file of `bad_files` (names `{prefix}{kind}.npz`) given to `option`."""
-    return [BadInput(kind, args(files[f"{prefix}{name}.npz"]), [option, f"{name}.npz"])
+def _file_cases(args, option: str, files: dict[str, Path], prefix: str = "", suffix: str = ".npz") -> list[BadInput]:
+    """`args(path)` with each bad file of `bad_files` (names `{prefix}{kind}{suffix}`) given to `option`."""
+    return [BadInput(kind, args(files[f"{prefix}{name}{suffix}"]), [option, f"{name}{suffix}"])
             for name, kind in FILE_KINDS.items()]  # fmt: skip
 
 
@@ -155,10 +188,13 @@ def train_cases(made) -> list[BadInput]:
         return ["train", "--dataset", str(dataset or made["pendulum.npz"]), "--method", "td", "--steps", "1",
                 "--batch-size", "8", "--out", str(out or _fresh(made))]  # fmt: skip
 
-    cases = _file_cases(args, "--dataset", made)
+    cases = _file_cases(args, "--dataset", made) + _file_cases(args, "--dataset", made, "h_", ".hdf5")
     cases += [BadInput(kind, args(made[name]), ["--dataset", name])
               for kind, name in (("wrong_content", "fields.npz"), ("wrong_content", "array.npz"), ("nan", "nan.npz"),
-                                 ("shape", "rewards2d.npz"), ("shape", "xor.npz"))]  # fmt: skip
+                                 ("shape", "rewards2d.npz"), ("shape", "xor.npz"), ("wrong_content", "h_fields.hdf5"),
+                                 ("shape", "h_ragged.hdf5"), ("nan", "h_nan.hdf5"), ("wrong_content", "data.csv"),
+                                 ("shape", "m_ragged"), ("wrong_content", "m_fields"), ("nan", "m_nan"),
+                                 ("missing_file", "m_nodata"))]  # fmt: skip
     cases += [BadInput("shape", args(made["obs4.npz"]), ["--dataset"]),
               BadInput("shape", [*args(), "--env", "chain"], ["--dataset"]),
               BadInput("range", [*args(), "--env", "chain", "--online-steps", "2"], ["--online-steps"]),
@@ -188,7 +224,7 @@ def evaluate_cases(made) -> list[BadInput]:
     return cases + _options(
         lambda: ["evaluate", "--run", str(run)],
         [("range", "--episodes", "0"), ("range", "--seed", "-1"), ("type", "--episodes", "many"),
-         ("type", "--seed", "x")],
+         ("type", "--seed", "x"), ("choice", "--out", _fresh(made) + ".txt"), ("type", "--out", str(made["notes"]))],
     )  # fmt: skip
 
 
@@ -244,7 +280,8 @@ def marl_evaluate_cases(made) -> list[BadInput]:
     return cases + _options(
         lambda: ["marl-evaluate", "--run", str(run)],
         [("range", "--episodes", "0"), ("range", "--latency-repeats", "-1"), ("range", "--seed", "-1"),
-         ("type", "--episodes", "many"), ("type", "--latency-repeats", "x")],
+         ("type", "--episodes", "many"), ("type", "--latency-repeats", "x"),
+         ("choice", "--out", _fresh(made) + ".txt"), ("type", "--out", str(made["notes"]))],
     )  # fmt: skip
 
 
@@ -259,7 +296,7 @@ def cases(made) -> dict[str, list[BadInput]]:
 @pytest.mark.parametrize("method", ["value_flows", "mac_flow"])
 def test_bad_inputs_fail_cleanly_before_any_work(made, cases, method):
     check_bad_inputs(app, cases[method], pickle_marker=made["marker"])
-    assert not made["x_marker"].exists(), "a pickle's code ran"
+    assert not made["x_marker"].exists() and not made["h_marker"].exists(), "a pickle's code ran"
     assert not made["fresh"].exists(), "a refused command wrote its output"
 
 

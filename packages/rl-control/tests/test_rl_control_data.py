@@ -78,8 +78,11 @@ def test_corrupt_or_foreign_files_give_one_line_errors(tmp_path):
         load_dataset(bad)
     arr = tmp_path / "arr.npy"
     np.save(arr, np.zeros(3))
-    with pytest.raises(ValueError, match=r"not an npz archive"):
+    with pytest.raises(ValueError, match=r"expected an \.npz, \.hdf5 or \.h5 file or a Minari dataset folder"):
         load_dataset(arr)
+    np.save(tmp_path / "arr.npz.npy", np.zeros(3))
+    with pytest.raises(ValueError, match=r"not an npz archive"):
+        load_dataset((tmp_path / "arr.npz.npy").rename(tmp_path / "arr.npz"))
     partial = tmp_path / "partial.npz"
     np.savez(partial, observations=np.zeros((2, 3)))
     with pytest.raises(ValueError, match=r"lacks the fields"):

@@ -1,10 +1,13 @@
 """Policies shared by the offline RL methods: the behaviour-cloning flow, FQL's one-step policy distilled from it
-against a critic (`onestep_loss`), and argmax-Q rejection sampling over flow candidates."""
+against a critic (`onestep_loss`), argmax-Q rejection sampling over flow candidates, and `GymPolicy`, a trained
+agent acting on gymnasium observations."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -16,7 +19,10 @@ from flowlab.core.paths import AffinePath
 from flowlab.core.schedules import CondOT
 from flowlab.core.solvers import clipped_euler, solve_ode
 
-__all__ = ["FlowBCPolicy", "OneStepPolicy", "onestep_loss", "rejection_sample"]
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+__all__ = ["FlowBCPolicy", "GymPolicy", "OneStepPolicy", "onestep_loss", "rejection_sample"]
 
 
 class FlowBCPolicy(nn.Module):
@@ -123,3 +129,56 @@ def rejection_sample(
     cand = policy.sample(rep, generator=generator)
     best = q_fn(rep, cand).reshape(n, num_samples).argmax(1)
     return cand.reshape(n, num_samples, -1)[torch.arange(n, device=obs.device), best]
+
+
+class GymPolicy:
+    """A trained single-agent policy for gymnasium: `act(obs)` (or calling it) maps numpy observations (O,), or a
+    vector env's batch (E, O), to actions (A,) or (E, A) in the Box `action_space` (the single copy's:
+    `env.action_space`, or a vector env's `single_action_space`; None: the agent's own [-1, 1]), as a numpy array of
+    the space's dtype. `agent` is anything with `obs_dim`, `act_dim` and `act(obs (N, O), generator=) -> (N, A)` in
+    [-1, 1] (the Value Flows agents of `make_agent` or `load_agent`); it acts on `device` (None: where its weights
+    are; else it is moved there), without gradients.
+
+    Acting is deterministic by default: every call draws its noise from a fresh generator seeded with 0, so a batch
+    of observations always gets the same actions. With `seed` or `generator` the noise runs on from call to call
+    (stochastic, reproducible from the seed)."""
+
+    def __init__(
+        self,
+        agent: nn.Module,
+        action_space: gym.spaces.Box | None = None,
+        *,
+        device: torch.device | str | None = None,
+        seed: int | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        if seed is not None and generator is not None:
+            raise ValueError("seed, generator: give one of them, or neither for deterministic actions")
+        if action_space is not None:
+            low, high = (np.asarray(getattr(action_space, k, np.nan), dtype=np.float64) for k in ("low", "high"))
+            if action_space.shape != (agent.act_dim,) or not (np.isfinite(low).all() and np.isfinite(high).all()):
+                raise ValueError(
+                    f"action_space: expected a bounded Box of shape ({agent.act_dim},), got {action_space}"
+                )
+        self.agent = agent if device is None else agent.to(device)
+        self.device = next(self.agent.parameters()).device
+        self.action_space = action_space
+        self.generator = torch.Generator().manual_seed(seed) if seed is not None else generator
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        """obs: (O,) or (E, O) -> actions (A,) or (E, A) in the action space."""
+        from flowlab.rl_control.envs.control import to_box  # gymnasium loads only with a gymnasium policy
+
+        obs = np.asarray(obs, dtype=np.float32)
+        if obs.ndim not in (1, 2) or obs.shape[-1] != self.agent.obs_dim:
+            raise ValueError(f"obs: expected ({self.agent.obs_dim},) or (E, {self.agent.obs_dim}), got {obs.shape}")
+        if not np.isfinite(obs).all():
+            raise ValueError("obs: contains NaN or inf values")
+        generator = self.generator if self.generator is not None else torch.Generator().manual_seed(0)
+        batch = torch.as_tensor(obs.reshape(-1, obs.shape[-1]), device=self.device)
+        with torch.no_grad():
+            actions = self.agent.act(batch, generator=generator).clamp(-1.0, 1.0).cpu().numpy()
+        actions = actions.reshape(*obs.shape[:-1], -1)
+        return actions if self.action_space is None else to_box(actions, self.action_space)
+
+    __call__ = act

@@ -25,9 +25,9 @@ __all__ = [
     "evaluate_policy",
     "make_vector_env",
     "noisy_step",
-    "normalised_return",
     "reacher_controller",
     "scripted_controller",
+    "to_box",
 ]
 
 
@@ -141,12 +141,17 @@ def _behaviour(
     return policy
 
 
+def to_box(actions: np.ndarray, space: gym.spaces.Box) -> np.ndarray:
+    """Normalised actions (..., A) in [-1, 1] -> the Box `space` of shape (A,): low + (a + 1) (high - low) / 2, in
+    the space's dtype."""
+    return (space.low + (np.asarray(actions) + 1) * 0.5 * (space.high - space.low)).astype(space.dtype)
+
+
 def noisy_step(env: gym.vector.VectorEnv, actions: np.ndarray, noise: NoiseSpec, rng: np.random.Generator):
     """Step every copy with normalised actions (N, A) plus action noise, rescaled to the box; rewards get the
     reward noise. Returns next observations (N, O), rewards (N,), terminated (N,), truncated (N,)."""
-    low, high = env.single_action_space.low, env.single_action_space.high
     executed = np.clip(actions + noise.action_std * rng.standard_normal(actions.shape), -1, 1)
-    obs, rew, term, trunc, _ = env.step((low + (executed + 1) * 0.5 * (high - low)).astype(np.float32))
+    obs, rew, term, trunc, _ = env.step(to_box(executed, env.single_action_space))
     return obs, rew + noise.reward_std * rng.standard_normal(rew.shape), term, trunc
 
 
@@ -212,8 +217,3 @@ def evaluate_policy(
         alive &= ~(term | trunc)
     env.close()
     return totals
-
-
-def normalised_return(returns: np.ndarray | float, random_return: float, reference_return: float) -> np.ndarray:
-    """100 * (R - R_random) / (R_reference - R_random)."""
-    return 100.0 * (np.asarray(returns) - random_return) / (reference_return - random_return)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import typer
 
 from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP, claim_run_option, device_option, option_error
-from flowlab.rl_control.cli_options import read_dataset
+from flowlab.rl_control.cli_options import check_json_out, dataset_digest, read_dataset, write_json
 from flowlab.rl_control.envs.names import GAME_NAMES, SPREAD_QUALITIES
 from flowlab.rl_control.mac_flow.names import METHODS
 
@@ -127,7 +126,7 @@ def train_cmd(
     agent = make_learner(config, obs_dim=data.obs_dim, act_dim=data.act_dim, n_agents=data.n_agents, seed=seed)
     record = run_record(agent, config, env=env, reward_scale=data.reward_scale())
     spec = {**record, "batch_size": batch_size, "seed": seed,
-            "dataset_sha256": hashlib.sha256(dataset.read_bytes()).hexdigest()}  # fmt: skip
+            "dataset_sha256": dataset_digest(dataset)}  # fmt: skip
     claim_run_option(out, spec, overwrite=overwrite, resume=resume)
     gen = torch.Generator().manual_seed(seed)
     try:
@@ -147,17 +146,21 @@ def evaluate_cmd(
     episodes: int = typer.Option(50, min=1, help="spread: parallel episodes; games: joint actions drawn"),
     seed: int = typer.Option(0, min=0),
     latency_repeats: int = typer.Option(200, min=0, help="act calls timed per batch size (0: no latency table)"),
+    out: Path | None = typer.Option(None, help="also write the scores and latencies as JSON to this .json file"),
 ) -> None:
-    """Mean return (spread: team return per episode; games: payoff), then ms per act call at batch 1 and 256 with
-    the network calls of one act."""
-    import numpy as np
+    """The returns (spread: team return per episode; games: payoff per joint action), their mean and std and the
+    normalised return of the mean, 100 (R - R_random) / (R_expert - R_random) against fixed reference returns
+    (flowlab.rl_control.envs.scores: spread with 2 or 3 agents and the games; none, with the reason, otherwise); then
+    ms per act call at batch 1 and 256 with the network calls of one act. --out writes the same as JSON."""
     import torch
 
     from flowlab.rl_control.envs.coordination import game
+    from flowlab.rl_control.envs.scores import score_line, score_returns
     from flowlab.rl_control.envs.spread import evaluate_spread
     from flowlab.rl_control.mac_flow.evaluate import measure_latency
     from flowlab.rl_control.mac_flow.learners import load_learner
 
+    check_json_out(out)
     try:
         agent, meta = load_learner(run)
     except (ValueError, FileNotFoundError) as err:
@@ -167,13 +170,19 @@ def evaluate_cmd(
         rets = evaluate_spread(
             lambda o: agent.act(o, generator=gen), n_episodes=episodes, seed=seed, n_agents=agent.n_agents
         )
+        record = score_returns(rets, f"spread/{agent.n_agents}")
     else:
         obs = torch.zeros(episodes, agent.n_agents, agent.obs_dim)
-        rets = game(meta["env"]).payoff(agent.act(obs, generator=gen)).numpy()
-    typer.echo(f"return {np.mean(rets):.4g} +- {np.std(rets):.3g} over {episodes}")
+        record = score_returns(game(meta["env"]).payoff(agent.act(obs, generator=gen)).numpy(), meta["env"])
+    typer.echo(score_line(record))
+    latencies = []
     if latency_repeats:
         typer.echo("batch  ms/act  network calls")
         for batch in (1, 256):
             obs = torch.randn(batch, agent.n_agents, agent.obs_dim, generator=torch.Generator().manual_seed(batch))
             lat = measure_latency(agent, obs, repeats=latency_repeats, warmup=max(5, latency_repeats // 10))
             typer.echo(f"{batch:5d}  {lat.ms:6.3f}  {lat.network_calls}")
+            latencies.append({"batch": lat.batch, "ms": lat.ms, "network_calls": lat.network_calls})
+    if out is not None:
+        write_json(out, {"run": str(run), "method": meta["learner"]["method"], "seed": seed, **record,
+                         "latency": latencies})  # fmt: skip

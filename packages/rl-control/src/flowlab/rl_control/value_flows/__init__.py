@@ -7,7 +7,7 @@ from flowlab.core.lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
-        "flowlab.rl_control.data": ["OfflineDataset", "load_dataset"],
+        "flowlab.rl_control.data": ["OfflineDataset", "load_d4rl", "load_dataset", "load_minari"],
         "flowlab.rl_control.envs.control": [
             "QUALITIES",
             "NoiseSpec",
@@ -16,13 +16,15 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "evaluate_policy",
             "make_vector_env",
             "noisy_step",
-            "normalised_return",
+            "to_box",
         ],
-        "flowlab.rl_control.policies": ["FlowBCPolicy", "OneStepPolicy", "rejection_sample"],
+        "flowlab.rl_control.envs.scores": ["REFERENCE_RETURNS", "normalised_return", "score_returns"],
+        "flowlab.rl_control.policies": ["FlowBCPolicy", "GymPolicy", "OneStepPolicy", "rejection_sample"],
         "flowlab.rl_control.value_flows.agents": [
             "METHODS",
             "AgentConfig",
             "agent_spaces",
+            "load_agent",
             "make_agent",
             "train_agent",
         ],

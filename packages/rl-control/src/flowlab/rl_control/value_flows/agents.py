@@ -1,13 +1,15 @@
 """Agents sharing one interface and data pipeline: Value Flows (and its ablations), C51, IQN and a scalar TD critic,
 each with the same behaviour-cloning flow actor and rejection-sampling policy extraction; `train_agent` runs
-`flowlab.core.train.fit` with a Polyak target update after every step."""
+`flowlab.core.train.fit` with a Polyak target update after every step; `load_agent` reads a trained run folder."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -16,7 +18,7 @@ from torch import nn
 from flowlab.core.config import Config
 from flowlab.core.distributions import rand, randn
 from flowlab.core.nets import seeded_init
-from flowlab.core.train import fit
+from flowlab.core.train import fit, load_checkpoint
 from flowlab.core.train.loop import FitResult
 from flowlab.rl_control.data import OfflineDataset
 from flowlab.rl_control.networks import aggregate, frozen
@@ -32,7 +34,7 @@ from flowlab.rl_control.value_flows.objective import (
 )
 from flowlab.rl_control.value_flows.online import OnlineReplay
 
-__all__ = ["METHODS", "AgentConfig", "agent_spaces", "make_agent", "train_agent"]
+__all__ = ["METHODS", "AgentConfig", "agent_spaces", "load_agent", "make_agent", "train_agent"]
 
 
 @dataclass(frozen=True)
@@ -359,6 +361,28 @@ def make_agent(
 def agent_spaces(agent: _Agent) -> dict[str, Any]:
     """What `make_agent` needs beside the config to rebuild `agent`, JSON-ready: obs_dim, act_dim, reward_range."""
     return {"obs_dim": agent.obs_dim, "act_dim": agent.act_dim, "reward_range": list(agent.reward_range)}
+
+
+def load_agent(run: str | os.PathLike[str], *, device: torch.device | str = "cpu") -> tuple[_Agent, dict[str, Any]]:
+    """The agent `flowlab rl train` trained into the folder `run` (its fine-tuned weights after an online phase),
+    loaded with `torch.load(weights_only=True)` onto `device`, and the run's record (run.json: env, agent, spaces,
+    reward_scale, ...). A missing or unreadable run is a `run: ...` error naming the file."""
+    run = Path(run)
+    record = run / "run.json"
+    if not record.is_file():
+        raise FileNotFoundError(f"run: {record} not found (train with `flowlab rl train --out {run}` first)")
+    try:
+        meta = json.loads(record.read_text())
+        agent = make_agent(AgentConfig.from_mapping(meta["agent"]), **meta["spaces"])
+        if not isinstance(meta["env"], str):
+            raise TypeError(f"env: expected a name, got {meta['env']!r}")
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"run: {record} is not a run of `flowlab rl train` ({type(err).__name__}: {err})") from None
+    try:
+        load_checkpoint(run / "online" if meta.get("online") else run, model=agent, device=device, restore_rng=False)
+    except (ValueError, FileNotFoundError) as err:  # also weights of other shapes than the agent's
+        raise ValueError(f"run: {str(err).removeprefix('path: ')} (the agent {record} describes)") from None
+    return agent.to(device), meta
 
 
 def train_agent(

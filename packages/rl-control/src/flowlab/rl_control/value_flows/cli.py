@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
 import typer
 
 from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP, claim_run_option, device_option, option_error
-from flowlab.rl_control.cli_options import read_dataset
+from flowlab.rl_control.cli_options import check_json_out, dataset_digest, read_dataset, write_json
 from flowlab.rl_control.envs.names import QUALITIES
 from flowlab.rl_control.value_flows.names import METHODS
 
@@ -35,24 +33,16 @@ def _check_spaces(env: str, obs_dim: int, act_dim: int) -> None:
 def _load_run(run: Path):
     """The agent trained into `run` (its fine-tuned weights after an online phase) and its run.json, every problem a
     typer error against --run."""
-    from flowlab.core.train import load_checkpoint
-    from flowlab.rl_control.value_flows.agents import AgentConfig, make_agent
+    from flowlab.rl_control.value_flows.agents import load_agent
 
-    record = run / "run.json"
-    if not record.is_file():
-        raise typer.BadParameter(f"{record} not found (train with `flowlab rl train --out {run}` first)",
-                                 param_hint="--run")  # fmt: skip
     try:
-        meta = json.loads(record.read_text())
-        agent = make_agent(AgentConfig.from_mapping(meta["agent"]), **meta["spaces"])
+        agent, meta = load_agent(run)
+    except (ValueError, FileNotFoundError) as err:
+        raise typer.BadParameter(str(err).removeprefix("run: "), param_hint="--run") from None
+    try:
         _check_spaces(meta["env"], agent.obs_dim, agent.act_dim)
-    except (ValueError, KeyError, TypeError) as err:
-        raise typer.BadParameter(f"{record} is not a run of `flowlab rl train` ({type(err).__name__}: {err})",
-                                 param_hint="--run") from None  # fmt: skip
-    try:
-        load_checkpoint(run / "online" if meta.get("online") else run, model=agent, device="cpu", restore_rng=False)
-    except (ValueError, FileNotFoundError) as err:  # also weights of other shapes than the agent's
-        raise typer.BadParameter(f"{str(err).removeprefix('path: ')} (the agent {record} describes)",
+    except ValueError as err:
+        raise typer.BadParameter(f"{run / 'run.json'} is not a run of `flowlab rl train` ({err})",
                                  param_hint="--run") from None  # fmt: skip
     return agent, meta
 
@@ -86,7 +76,10 @@ def collect_cmd(
 
 @app.command("train")
 def train_cmd(
-    dataset: Path = typer.Option(..., help="an .npz dataset from `flowlab rl collect`"),
+    dataset: Path = typer.Option(
+        ...,
+        help="an .npz dataset from `flowlab rl collect`, a D4RL-style .hdf5/.h5/.npz file or a Minari dataset folder",
+    ),
     env: str = typer.Option(
         "pendulum",
         help="chain (policy evaluation with the dataset's next actions), pendulum, reacher or a gymnasium id",
@@ -147,7 +140,7 @@ def train_cmd(
         "online": bool(online_steps),
         "batch_size": batch_size,
         "seed": seed,
-        "dataset_sha256": hashlib.sha256(dataset.read_bytes()).hexdigest(),
+        "dataset_sha256": dataset_digest(dataset),
     }
     if online_steps:  # the online phase fine-tunes the offline weights and starts again when interrupted: fixed lengths
         meta.update(steps=steps, online_steps=online_steps, n_envs=n_envs)
@@ -169,15 +162,21 @@ def evaluate_cmd(
     run: Path = typer.Option(..., help="a folder written by `flowlab rl train`"),
     episodes: int = typer.Option(20, min=1),
     seed: int = typer.Option(0, min=0),
+    out: Path | None = typer.Option(None, help="also write the scores as JSON to this .json file"),
 ) -> None:
-    """Chain runs: W1 to Monte-Carlo returns and the spread-std Spearman; control runs: normalised return."""
+    """Control runs: the episodes' returns, their mean and std, and the normalised return of the mean,
+    100 (R - R_random) / (R_expert - R_random) against the environment's fixed reference returns
+    (flowlab.rl_control.envs.scores; none, with the reason, for an environment without them). Chain runs: W1 to
+    Monte-Carlo returns, the mean error and the spread-std Spearman. --out writes the same as JSON."""
     import torch
 
     from flowlab.core.metrics import spearman
-    from flowlab.rl_control.envs.control import evaluate_policy, scripted_controller
+    from flowlab.rl_control.envs.control import evaluate_policy
+    from flowlab.rl_control.envs.scores import score_line, score_returns
     from flowlab.rl_control.value_flows.chain import ChainMDP
     from flowlab.rl_control.value_flows.evaluate import distribution_scores
 
+    check_json_out(out)
     agent, meta = _load_run(run)
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
@@ -187,20 +186,18 @@ def evaluate_cmd(
             truth = mdp.monte_carlo_returns(pos, act, 1000, generator=g)
             obs, acts = mdp.observe(pos), act[:, None]
             scores = distribution_scores(agent.sample_returns(obs, acts, 1000, generator=g), truth)
+            record = {"env": "chain", "w1": scores.w1, "mean_abs_error": scores.mean_abs_error}
             line = f"W1 {scores.w1:.4f}  |mean error| {scores.mean_abs_error:.4f}"
             if hasattr(agent, "spread"):
                 spread = agent.spread(obs, acts, generator=g, n_eps=1024, reduce="rms")
-                line += f"  spearman(rms flow-derivative spread, std) {spearman(spread, truth.std(1).float()):.3f}"
-            typer.echo(line)
+                record["spearman"] = spearman(spread, truth.std(1).float())
+                line += f"  spearman(rms flow-derivative spread, std) {record['spearman']:.3f}"
+            record.update(normalised_return=None, normalised_return_reason="the chain is scored by W1, not by returns")
         else:
             env_id = _ENVS.get(meta["env"], meta["env"])
             rets = evaluate_policy(env_id, lambda o: agent.act(o, generator=g), n_episodes=episodes, seed=seed)
-            line = f"return {rets.mean():.1f} +- {rets.std():.1f}"
-            try:
-                controller = scripted_controller(env_id)
-            except ValueError:  # no scripted reference for this environment
-                controller = None
-            if controller is not None:
-                ref = evaluate_policy(env_id, controller, n_episodes=episodes, seed=seed, torch_policy=False)
-                line += f" (controller {ref.mean():.1f})"
-            typer.echo(line)
+            record = score_returns(rets, env_id)
+            line = score_line(record)
+    typer.echo(line)
+    if out is not None:
+        write_json(out, {"run": str(run), "method": meta["agent"]["method"], "seed": seed, **record})

@@ -1,5 +1,5 @@
-"""Evaluation: return-distribution accuracy against Monte-Carlo ground truth, rank correlation of the spread with the
-true standard deviation, and normalised returns of a policy on a control task."""
+"""Evaluation: return-distribution accuracy against Monte-Carlo ground truth (normalised returns of a policy on a
+control task are the package's: `envs.scores`)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ import torch
 from flowlab.core.bench import BenchContext, name_seed
 from flowlab.core.config import Config
 from flowlab.rl_control.data import OfflineDataset
-from flowlab.rl_control.envs.control import evaluate_policy, make_vector_env, normalised_return, scripted_controller
+from flowlab.rl_control.envs.control import evaluate_policy, make_vector_env, scripted_controller
+from flowlab.rl_control.envs.scores import normalised_return
 from flowlab.rl_control.value_flows.agents import AgentConfig, make_agent, train_agent
 
 __all__ = [
