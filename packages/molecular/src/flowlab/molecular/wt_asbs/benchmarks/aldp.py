@@ -78,6 +78,9 @@ def _torsion_scores(fes: np.ndarray, kT: float, s, w=None, max_points: int = 200
 
 
 def run_aldp(ctx: BenchContext) -> BenchResult:
+    """Train WT-ASBS on alanine dipeptide (the shared prmtop/inpcrd), run OpenMM well-tempered metadynamics as the
+    reference in the same process, and score both: basins, ESS, basin free-energy differences, the bias FES against
+    metadynamics' and the (phi, psi) marginals' KL and W2."""
     cfg: AldpBench = ctx.config
     prmtop = require_file(ctx.data_root, DATASET, PRMTOP)
     inpcrd = require_file(ctx.data_root, DATASET, INPCRD)
