@@ -31,10 +31,12 @@ __all__ = [
     "StudyResult",
     "evaluate_study",
     "load_study",
+    "load_weights_into",
     "measure_latency",
     "run_study",
     "save_study",
     "to_tensors",
+    "train_models",
     "train_study",
 ]
 
@@ -48,9 +50,11 @@ class StudyConfig(Config):
     the joint and input-only score models (`score_channels`, VE `sigma`, `score_steps` steps), all in batches of
     `batch_size`; `calib` held-out ID samples set the thresholds, `test_per_family` samples per family are scored;
     the likelihood ODE takes `ode_steps` `ode_method` steps on the `ode_spacing` grid with `num_probes` Hutchinson
-    probes; MC dropout takes `mc_passes` passes. `seed` seeds the data sets (a benchmark sets it to the run's)."""
+    probes; MC dropout takes `mc_passes` passes. `seed` seeds the data sets (a benchmark sets it to the run's).
+    `pde` None: a study on the user's own arrays of grid size `n` (`user_study.fit_certificate`), with no PDE to
+    generate data from."""
 
-    pde: PDE = "heat"
+    pde: PDE | None = "heat"
     n: int = 32
     train_pairs: int = 1000
     calib: int = 32
@@ -77,6 +81,8 @@ class StudyConfig(Config):
             raise ValueError(f"ode_steps: expected a positive int, got {self.ode_steps!r}")
 
     def pde_config(self) -> PDEConfig:
+        if self.pde is None:
+            raise ValueError("pde: this study was trained on the user's arrays; it has no PDE to generate data from")
         return PDEConfig.default(self.pde, self.n)
 
     def ode_options(self) -> dict:
@@ -92,6 +98,11 @@ class StudyConfig(Config):
 
 @dataclass
 class StudyModels:
+    """Psi (`regressor`, the first of the `ensemble`; the ensemble is [Psi] alone when Psi was given, not trained),
+    the `joint` and `input` score models, the scale of the task parameter Psi sees, the training `timings`, and for
+    a study on the user's arrays the held-out ID inputs `calib_inputs`: (calib, 1, n) that set the threshold (a PDE
+    study generates them)."""
+
     config: StudyConfig
     regressor: nn.Module
     ensemble: list[nn.Module]
@@ -99,10 +110,14 @@ class StudyModels:
     input: JointScoreModel
     param_scale: float
     timings: dict[str, float] = field(default_factory=dict)
+    calib_inputs: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
 class StudyResult:
+    """What `evaluate_study` measured: per OOD family and method the detection metrics (tables), the regressor's
+    in-distribution error, each certified variant's threshold, the fitted error model and the timings (s)."""
+
     tables: dict[str, dict[str, dict[str, float]]]  # family -> method -> metric -> value
     id_error: float
     thresholds: dict[str, float]
@@ -122,20 +137,37 @@ def _stats(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def train_study(config: StudyConfig, *, device, generator: torch.Generator, progress: bool = False) -> StudyModels:
-    """Train Psi (FNO with dropout), the other ensemble members, and the joint/input score models on ID pairs.
-
-    The joint model is trained on (x, y) with y the ground-truth solution; at test time it scores (x, Psi(x))."""
+    """Train Psi (FNO with dropout), the other ensemble members, and the joint/input score models on ID pairs of the
+    config's PDE (`train_models` on `train_pairs` generated pairs)."""
     pde = config.pde_config()
     param_scale = float(np.mean(pde.param_range))
-    train = generate(pde, "id", config.train_pairs, seed=config.seed)
-    x, p, y = to_tensors(train, param_scale, device)
-    timings: dict[str, float] = {}
+    x, p, y = to_tensors(generate(pde, "id", config.train_pairs, seed=config.seed), param_scale, device)
+    return train_models(config, x, p, y, param_scale=param_scale, device=device, generator=generator, progress=progress)
 
+
+def train_models(
+    config: StudyConfig,
+    x: torch.Tensor,
+    param: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    param_scale: float,
+    regressor: nn.Module | None = None,
+    calib_inputs: torch.Tensor | None = None,
+    device,
+    generator: torch.Generator,
+    progress: bool = False,
+) -> StudyModels:
+    """The study's models trained on ID pairs x, y: (B, 1, n) with task parameters param: (B,) (already divided by
+    `param_scale`): the `ensemble_size` regressors (the first is Psi) unless `regressor` gives Psi, then the joint
+    model on (x, y) and the input-only model on x. The joint model learns the ground truth y; at test time it
+    scores (x, Psi(x)). `calib_inputs` (calib, 1, n) are kept for the threshold of a study on the user's arrays."""
+    timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    members = []
-    for _ in range(config.ensemble_size):
+    members = [] if regressor is None else [regressor]
+    for _ in range(config.ensemble_size - len(members)):
         torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=generator)))
-        member = train_regressor(config.make_regressor(), x, p, y, steps=config.regressor_steps,
+        member = train_regressor(config.make_regressor(), x, param, y, steps=config.regressor_steps,
                                  batch_size=config.batch_size, device=device, generator=generator,
                                  progress=progress)  # fmt: skip
         members.append(member)
@@ -152,7 +184,9 @@ def train_study(config: StudyConfig, *, device, generator: torch.Generator, prog
         models[name] = train_score_model(model, fields, steps=config.score_steps, batch_size=config.batch_size,
                                          device=device, generator=generator, progress=progress)  # fmt: skip
     timings["train_score_models_s"] = time.perf_counter() - t0
-    return StudyModels(config, members[0], members, models["joint"], models["input"], param_scale, timings)
+    return StudyModels(
+        config, members[0], members, models["joint"], models["input"], param_scale, timings, calib_inputs
+    )
 
 
 def _scores(models: StudyModels, x, p, *, generator) -> dict[str, torch.Tensor]:
@@ -239,24 +273,58 @@ def measure_latency(models: StudyModels, *, batch: int = 256, device, generator:
 
 
 def run_study(config: StudyConfig, *, device="cpu", generator: torch.Generator, progress: bool = False):
+    """(the trained `StudyModels`, their `StudyResult`): `train_study` then `evaluate_study` with one generator."""
     models = train_study(config, device=device, generator=generator, progress=progress)
     result = evaluate_study(models, device=device, generator=generator)
     return models, result
 
 
 def save_study(models: StudyModels, directory) -> None:
-    """Write the study's models as tensors only (state_dicts) plus `config.json` into `directory`."""
+    """Write the study's models as tensors only (state_dicts; `calib.pt` the calibration inputs of a study on the
+    user's arrays) plus `config.json` into `directory`. Psi must be the package's own (FNO1d or CNN1d): a regressor
+    of the user's is theirs to save."""
     import json
     from pathlib import Path
 
+    foreign = [type(m).__name__ for m in models.ensemble if not isinstance(m, FNO1d | CNN1d)]
+    if foreign:
+        raise ValueError(f"models: save_study saves the package's Psi (FNO1d, CNN1d), not {foreign[0]}; keep your own")
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     for i, m in enumerate(models.ensemble):
         torch.save(m.state_dict(), out / f"regressor_{i}.pt")
     torch.save(models.joint.state_dict(), out / "joint.pt")
     torch.save(models.input.state_dict(), out / "input.pt")
+    if models.calib_inputs is not None:
+        torch.save({"inputs": models.calib_inputs.cpu()}, out / "calib.pt")
     meta = {"study": models.config.to_dict(), "param_scale": models.param_scale, "timings": models.timings}
     (out / "config.json").write_text(json.dumps(meta, indent=2))
+
+
+def load_weights_into(module: nn.Module, path, *, device, name: str, fits: str) -> nn.Module:
+    """`module` holding the tensors of `path` (`load_weights`: tensors only), on `device` in eval mode. A missing,
+    corrupt or pickled file, weights that are not finite, or weights that do not fit the module (described by
+    `fits`, e.g. "the study config.json describes") is one ValueError starting `name: `."""
+    state = load_weights(path, map_location=device, name=name)
+    try:
+        module.load_state_dict(state)
+    except (RuntimeError, TypeError, AttributeError) as err:  # tensors of other names or shapes, or no state_dict
+        first = str(err).strip().splitlines()[0]
+        raise ValueError(f"{name}: {path} does not fit {fits} ({first})") from None
+    if not all(bool(torch.isfinite(t).all()) for t in module.state_dict().values() if t.is_floating_point()):
+        raise ValueError(f"{name}: {path} holds NaN or inf weights")
+    return module.to(device).eval()
+
+
+def _calib_inputs(path, cfg: StudyConfig, *, device) -> torch.Tensor:
+    """The calibration inputs (calib, 1, n) that `save_study` wrote to `path`."""
+    saved = load_weights(path, map_location=device, name="run")
+    inputs = saved.get("inputs") if isinstance(saved, dict) else None
+    if not isinstance(inputs, torch.Tensor) or tuple(inputs.shape) != (cfg.calib, 1, cfg.n):
+        raise ValueError(f"run: {path} does not hold the study's calibration inputs of shape ({cfg.calib}, 1, {cfg.n})")
+    if not bool(torch.isfinite(inputs).all()):
+        raise ValueError(f"run: {path} holds NaN or inf calibration inputs")
+    return inputs.float()
 
 
 def load_study(directory, *, device="cpu") -> StudyModels:
@@ -272,7 +340,8 @@ def load_study(directory, *, device="cpu") -> StudyModels:
     try:
         meta = json.loads(record.read_text())
         cfg = StudyConfig.from_mapping(meta["study"])
-        cfg.pde_config()
+        if cfg.pde is not None:
+            cfg.pde_config()
         param_scale, timings = float(meta["param_scale"]), dict(meta["timings"])
         if not (math.isfinite(param_scale) and param_scale > 0):
             raise ValueError(f"param_scale: expected a positive finite scale, got {param_scale}")
@@ -282,14 +351,10 @@ def load_study(directory, *, device="cpu") -> StudyModels:
         ) from None
 
     def load(module: nn.Module, name: str) -> nn.Module:
-        try:
-            module.load_state_dict(load_weights(src / name, map_location=device, name="run"))
-        except RuntimeError as err:  # tensors of other names or shapes than the model's
-            first = str(err).strip().splitlines()[0]
-            raise ValueError(f"run: {src / name} does not fit the study {record} describes ({first})") from None
-        return module.to(device).eval()
+        return load_weights_into(module, src / name, device=device, name="run", fits=f"the study {record} describes")
 
     members = [load(cfg.make_regressor(), f"regressor_{i}.pt") for i in range(cfg.ensemble_size)]
     joint = load(JointScoreModel(2, cfg.n, sigma=cfg.sigma, net_channels=cfg.score_channels, time_dim=32), "joint.pt")
     inp = load(JointScoreModel(1, cfg.n, sigma=cfg.sigma, net_channels=cfg.score_channels, time_dim=32), "input.pt")
-    return StudyModels(cfg, members[0], members, joint, inp, param_scale, timings)
+    calib = None if cfg.pde is not None else _calib_inputs(src / "calib.pt", cfg, device=device)
+    return StudyModels(cfg, members[0], members, joint, inp, param_scale, timings, calib)
