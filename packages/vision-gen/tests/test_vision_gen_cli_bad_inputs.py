@@ -35,7 +35,11 @@ KINDS = {
     "keygen": [*NUMBERS, "choice", "shape", "mixing"],
     "embed": [*INPUT, *NUMBERS, "nan", "choice"],
     "extract": [*INPUT, *NUMBERS, "nan"],
-    "evaluate": [*NUMBERS, "choice", "shape"],
+    "evaluate": [*INPUT, *NUMBERS, "nan", "choice"],
+    "generate": [*INPUT, *NUMBERS, "nan", "choice", "mixing"],
+    "invert": [*INPUT, *NUMBERS, "choice"],
+    "attack": [*(kind for kind in INPUT if kind != "shape"), *NUMBERS, "nan", "choice", "mixing"],  # any size
+    "detect": [*INPUT, *NUMBERS, "nan", "choice"],
 }
 VISION_KINDS = {
     "piflow distill": [*NUMBERS, "nan", "choice", "mixing"],
@@ -144,7 +148,32 @@ def keys(tmp_path_factory) -> dict[str, Path]:
                  "gaussian_shading.messages.pt"):  # fmt: skip
         files[name] = tmp / name
     files["tmp"] = tmp
-    return files
+    return files | _image_files(tmp)
+
+
+def _image_files(tmp: Path) -> dict[str, Path]:
+    """PNGs the digits model reads (16x16 greyscale), one of another size, files that only look like PNGs, a 1x8x8
+    key (not the model's latents), a folder that is not empty and a saved diffusers pipeline (a random 16x16 UNet)."""
+    from diffusers import DDIMScheduler, DDPMPipeline
+
+    from flowlab.vision_gen.kit.nets import tiny_unet
+
+    files = {f"img{i}.png": tmp / f"img{i}.png" for i in range(2)}
+    for i, path in enumerate(files.values()):
+        Image.fromarray(np.full((16, 16), 60 * i, np.uint8)).save(path)
+    files |= {name: tmp / name for name in ("small.png", "text.png", "jpeg.png", "pic.jpg", "full", "spherical8")}
+    Image.fromarray(np.zeros((12, 12), np.uint8)).save(files["small.png"])
+    files["text.png"].write_text("this is not a png")
+    Image.fromarray(np.zeros((16, 16), np.uint8)).save(files["jpeg.png"], format="JPEG")
+    Image.fromarray(np.zeros((16, 16), np.uint8)).save(files["pic.jpg"])
+    files["full"].mkdir()
+    (files["full"] / "notes.txt").write_text("not generated here")
+    _invoke(app, ["keygen", "--out", str(files["spherical8"]), "--latent", "1x8x8", "--message-bits", "8"])
+    torch.manual_seed(0)
+    files["pipeline"] = tmp / "pipeline"
+    DDPMPipeline(unet=tiny_unet(16, 1, base_channels=8), scheduler=DDIMScheduler()).save_pretrained(files["pipeline"])
+    torch.save(torch.ones(3, 32), tmp / "bits3.pt")
+    return files | {"bits3.pt": tmp / "bits3.pt"}
 
 
 def _key_folders(keys, bad) -> dict[str, Path]:
@@ -222,15 +251,123 @@ def _watermark_cases(keys, bad) -> list[BadInput]:
     cases += _option_cases(extract, "nan", ("--fpr", "nan"))
     cases += _option_cases(extract, "type", ("--fpr", "often"))
     # evaluate
-    cases += _option_cases(evaluate, "choice", ("--protocol", "quality"), ("--scheme", "stegano"),
-                           ("--message", "chosen", "--scheme", "spherical"))  # fmt: skip
+    cases += _option_cases(evaluate, "choice", ("--protocol", "quality"), ("--scheme", "stegano"))
     cases += _option_cases(evaluate, "range", ("--n", "1"), ("--latent", "0x16x16"))
     cases += _option_cases(evaluate, "shape", ("--latent", "1x8x8"), ("--latent", "16x16"))
     cases += _option_cases(evaluate, "type", ("--n", "many"))
-    return cases + _seed_cases(keygen, embed, evaluate)
+    return cases + _seed_cases(keygen, embed, evaluate) + _watermark_file_cases(keys, bad, folders)
 
 
-def test_watermark_bad_inputs(keys, bad, marker):
+def _watermark_file_cases(keys, bad, key_folders: dict[str, Path]) -> list[BadInput]:
+    """generate, invert, attack, detect and evaluate's detection on PNG files and a --model."""
+    tmp, counter = keys["tmp"], itertools.count()
+    out = tmp / "out"
+    pt = {name: bad[".pt"][name] for name in ("missing", "empty", "garbage", "truncated", "pickle")}
+    png = bad[".png"]
+    images = [str(keys["img0.png"]), str(keys["img1.png"])]
+    sph = ["--key", str(keys["spherical"]), "--message", str(keys["spherical.messages.pt"])]
+
+    def wider(meta: dict) -> None:
+        meta["block_out_channels"] = [16, 32]
+
+    models = _bad_folders(tmp / "bad_pipelines", keys["pipeline"], "unet/diffusion_pytorch_model.safetensors",
+                          "unet/config.json", wider, bad[".safetensors"])  # fmt: skip
+
+    def generate() -> list[str]:
+        return ["generate", "--key", str(keys["spherical"]), "--out", str(out / f"g{next(counter)}"), "--steps", "2"]
+
+    def invert() -> list[str]:
+        return ["invert", *images, "--out", str(out / "z.pt"), "--steps", "2"]
+
+    def attack() -> list[str]:
+        return ["attack", *images, "--attack", "gaussian_noise", "--out", str(out / f"a{next(counter)}")]
+
+    def detect(key: str = "spherical") -> list[str]:
+        return ["detect", *images, "--key", str(keys[key]), "--message", str(keys[f"{key}.messages.pt"]), "--steps",
+                "2"]  # fmt: skip
+
+    def evaluate() -> list[str]:
+        return ["evaluate", *images, *sph, "--steps", "2"]
+
+    def on_images(base: Callable[[], list[str]], name: str, kind: str) -> BadInput:
+        """`base` with the two good PNGs replaced by keys[name]."""
+        args = [str(keys[name]) if a == images[0] else a for a in base() if a != images[1]]
+        return BadInput(kind, args, ["IMAGES", name])
+
+    cases = []
+    for base in (invert, attack, detect, evaluate):
+        cases += _path_cases(lambda p, base=base: [base()[0], p, *base()[3:]], "IMAGES", png)
+        cases += [on_images(base, "text.png", "wrong_content"), on_images(base, "jpeg.png", "wrong_content"),
+                  on_images(base, "pic.jpg", "choice")]  # fmt: skip
+    for base in (invert, detect, evaluate):
+        cases.append(on_images(base, "small.png", "shape"))
+    for base in (generate, invert, detect, evaluate):
+        cases += _path_cases(lambda p, base=base: [*base(), "--model", p], "--model", models)
+        cases += _option_cases(base, "choice", ("--model", str(tmp / "nowhere")), ("--device", "tpu"))
+        cases += _option_cases(base, "range", ("--steps", "0"))
+        cases += _option_cases(base, "type", ("--steps", "x"))
+    for base in (generate, detect):
+        cases += _path_cases(lambda p, base=base: [*base(), "--key", p], "--key", key_folders)
+        cases += [BadInput("shape", [*base(), "--key", str(keys["spherical8"])], ["--key"])]
+    # generate
+    cases += _path_cases(lambda p: [*generate(), "--messages", p], "--messages", pt)
+    cases += [BadInput("wrong_content", [*generate(), "--messages", str(keys["dict"])], ["--messages"]),
+              BadInput("nan", [*generate(), "--messages", str(keys["nan_bits"])], ["--messages"]),
+              BadInput("shape", [*generate(), "--messages", str(keys["bits7"])], ["--messages"]),
+              BadInput("range", [*generate(), "--messages", str(keys["twos"])], ["--messages"]),
+              BadInput("mixing", [*generate(), "--out", str(keys["full"])], ["--out", "not empty"]),
+              BadInput("mixing", [*generate(), "--out", str(keys["spherical.pt"])], ["--out"])]  # fmt: skip
+    cases += _option_cases(generate, "range", ("--n", "0"))
+    cases += _option_cases(generate, "type", ("--n", "four"))
+    # invert
+    cases += _option_cases(invert, "choice", ("--out", str(out / "z.npy")))
+    # attack
+    cases += _option_cases(attack, "choice", ("--attack", "stegano"))
+    cases += _option_cases(attack, "range", ("--strength", "-1"))
+    cases += [BadInput("range", [*attack(), "--attack", name, "--strength", value], ["--strength", name])
+              for name, value in (("jpeg", "0"), ("median_filter", "2"), ("random_crop", "1.5"))]  # fmt: skip
+    cases += _option_cases(attack, "nan", ("--strength", "nan"), ("--strength", "inf"))
+    cases += _option_cases(attack, "type", ("--strength", "high"))
+    cases += [BadInput("mixing", [*attack(), "--out", str(keys["full"])], ["--out", "not empty"])]
+    # detect and evaluate's detection: the expected bits and nonces, checked before the inversion
+    for base in (detect, evaluate):
+        cases += _path_cases(lambda p, base=base: [*base(), "--message", p], "--message", pt)
+        cases += [BadInput("wrong_content", [*base(), "--message", str(keys["dict"])], ["--message"]),
+                  BadInput("nan", [*base(), "--message", str(keys["nan_bits"])], ["--message"]),
+                  BadInput("shape", [*base(), "--message", str(keys["bits7"])], ["--message"]),
+                  BadInput("shape", [*base(), "--message", str(keys["bits3.pt"])], ["--message"]),
+                  BadInput("range", [*base(), "--message", str(keys["twos"])], ["--message"])]  # fmt: skip
+        cases += _option_cases(base, "range", ("--fpr", "1.5"))
+        cases += _option_cases(base, "nan", ("--fpr", "nan"))
+        cases += _option_cases(base, "type", ("--fpr", "often"))
+    cases += _path_cases(lambda p: [*detect("gaussian_shading"), "--nonces", p], "--nonces", pt)
+    cases += [BadInput("shape", [*detect("gaussian_shading"), "--nonces", str(keys["nonces5"])], ["--nonces"]),
+              BadInput("missing_file", detect("gaussian_shading"), ["--nonces"])]  # fmt: skip
+    # evaluate: its latents, and which protocol reads what
+    latents = ["evaluate", *sph]
+    cases += _path_cases(lambda p: [*latents, "--latents", p], "--latents", pt)
+    cases += [BadInput("nan", [*latents, "--latents", str(keys["nan"])], ["--latents"]),
+              BadInput("shape", [*latents, "--latents", str(keys["small"])], ["--latents"]),
+              BadInput("wrong_content", [*latents, "--latents", str(keys["dict"])], ["--latents"]),
+              BadInput("choice", [*evaluate(), "--latents", str(keys["spherical.pt"])], ["--latents"]),
+              BadInput("choice", ["evaluate", *images, "--message", str(keys["spherical.messages.pt"])], ["--key"]),
+              BadInput("choice", ["evaluate", *images, "--key", str(keys["spherical"])], ["--message"]),
+              BadInput("choice", ["evaluate", "--message", str(keys["spherical.messages.pt"])],
+                       ["--message", "detection"]),
+              BadInput("choice", ["evaluate", "--message", "fixed"], ["--message", "--scheme spherical_fixed"]),
+              BadInput("choice", ["evaluate", "--protocol", "speed", "--key", str(keys["spherical"])], ["--key"]),
+              BadInput("choice", ["evaluate", "--key", str(keys["spherical"]), "--scheme", "gaussian"],
+                       ["--scheme"]),
+              BadInput("shape", ["evaluate", "--key", str(keys["spherical"]), "--latent", "1x8x8"],
+                       ["--latent"])]  # fmt: skip
+    return cases + _seed_cases(generate, attack)
+
+
+def test_watermark_bad_inputs(keys, bad, marker, monkeypatch):
+    def no_work(config, device):
+        raise AssertionError("a bad input reached the digits teacher's build")
+
+    monkeypatch.setattr("flowlab.vision_gen.kit.generators.digits_denoiser", no_work)
     _check(app, _watermark_cases(keys, bad), keys["tmp"], marker)
     assert json.loads((keys["spherical"] / "key.json").read_text())["method"] == "spherical"  # never replaced
 

@@ -1,46 +1,21 @@
-"""A tiny `StableDiffusionPipeline` built from configs with random weights (CLIP text encoder, a tokenizer over a
-26-letter vocabulary written to disk, UNet, VAE, DDIM): saved, loaded back offline, fed Spherical-watermark latents
-through `latents=`, and the watermark read back. No download anywhere."""
+"""A tiny `StableDiffusionPipeline` built from configs with random weights (conftest's `tiny_sd_pipeline`): loaded
+back offline, fed Spherical-watermark latents through `latents=`, and the watermark read back. No download
+anywhere."""
 
 from __future__ import annotations
-
-import json
 
 import torch
 
 from flowlab.vision_gen.kit.diffusers import DiffusersDenoiser, invert_with_diffusers
+from flowlab.vision_gen.kit.generators import diffusers_generator
 from flowlab.vision_gen.kit.sampling import generate, invert_to_noise
-from flowlab.vision_gen.watermark import SphericalConfig, SphericalWatermark
+from flowlab.vision_gen.watermark import SphericalConfig, SphericalWatermark, embed_with_key, read_with_key
 
 
-def _tiny_pipeline(folder, parts):
+def test_stable_diffusion_pipeline_embed_generate_invert_extract(tiny_sd_pipeline):
     from diffusers import StableDiffusionPipeline
-    from transformers import CLIPTextConfig, CLIPTextModel, CLIPTokenizer
 
-    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)]
-    vocab = {
-        t: i for i, t in enumerate(["!", *letters, *(c + "</w>" for c in letters), "<|startoftext|>", "<|endoftext|>"])
-    }
-    (folder / "vocab.json").write_text(json.dumps(vocab))
-    (folder / "merges.txt").write_text("#version: 0.2\n")
-    tokenizer = CLIPTokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"), model_max_length=8)
-    special = {"bos_token_id": vocab["<|startoftext|>"], "eos_token_id": vocab["<|endoftext|>"]}
-    text = CLIPTextModel(CLIPTextConfig(
-        vocab_size=len(vocab), hidden_size=8, intermediate_size=16, num_attention_heads=2, num_hidden_layers=1,
-        max_position_embeddings=8, projection_dim=8, pad_token_id=special["eos_token_id"], **special,
-    ))  # fmt: skip
-    unet, vae, scheduler = parts
-    pipe = StableDiffusionPipeline(
-        vae=vae, text_encoder=text, tokenizer=tokenizer, unet=unet, scheduler=scheduler, safety_checker=None,
-        feature_extractor=None, requires_safety_checker=False,
-    )  # fmt: skip
-    pipe.save_pretrained(folder / "pipeline")
-    return StableDiffusionPipeline.from_pretrained(folder / "pipeline", local_files_only=True, safety_checker=None)
-
-
-def test_stable_diffusion_pipeline_embed_generate_invert_extract(tmp_path, tiny_sd_parts):
-    torch.manual_seed(0)
-    pipe = _tiny_pipeline(tmp_path, tiny_sd_parts)
+    pipe = StableDiffusionPipeline.from_pretrained(tiny_sd_pipeline, local_files_only=True, safety_checker=None)
     pipe.set_progress_bar_config(disable=True)
     wm = SphericalWatermark.from_seed(SphericalConfig.for_latent((4, 8, 8), 16, 7, block_size=16), 0)
     m = torch.randint(0, 2, (2, 16), generator=torch.Generator().manual_seed(1))
@@ -65,3 +40,29 @@ def test_stable_diffusion_pipeline_embed_generate_invert_extract(tmp_path, tiny_
     )
     res = wm.extract(inv)
     assert res.bits.shape == m.shape and 0.0 <= float(res.bit_accuracy(m).mean()) <= 1.0
+
+
+def test_readme_way_our_latents_in_the_pipeline_and_our_inversion(tiny_sd_pipeline):
+    """The watermark README's Python: a key's latents as the pipeline's `latents=`, its images inverted by
+    `diffusers_generator` on the same folder; our generation from those latents is the pipeline's VAE decoding."""
+    from diffusers import StableDiffusionPipeline
+
+    pipe = StableDiffusionPipeline.from_pretrained(tiny_sd_pipeline, local_files_only=True, safety_checker=None)
+    pipe.set_progress_bar_config(disable=True)
+    wm = SphericalWatermark.from_seed(SphericalConfig.for_latent((4, 8, 8), 16, 7, block_size=16), 0)
+    marked = embed_with_key(wm, 2, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        images = pipe(["a cat"] * 2, latents=marked.latents, num_inference_steps=4, guidance_scale=1.0,
+                      output_type="pt").images  # fmt: skip
+    gen = diffusers_generator(tiny_sd_pipeline, prompt="a cat")
+    assert (gen.latent_shape, gen.image_shape) == ((4, 8, 8), (3, 16, 16)) and images.shape == (2, 3, 16, 16)
+    recovered = gen.invert(images, steps=4)
+    assert recovered.shape == (2, 4, 8, 8) and bool(torch.isfinite(recovered).all())
+    report = read_with_key(wm, recovered, marked.messages)
+    assert len(report["detected"]) == 2 and report["threshold"] == 14
+    # the pipeline's DDIM and ours differ only in the sampler: with DDIM on both, the images agree
+    embeds = pipe.encode_prompt("a cat", "cpu", 1, False)[0]
+    with torch.no_grad():
+        ours = gen.decode(generate(DiffusersDenoiser(pipe.unet, pipe.scheduler, prompt_embeds=embeds),
+                                   marked.latents, steps=4, method="ddim"))  # fmt: skip
+    torch.testing.assert_close(ours, images, atol=1e-4, rtol=1e-4)

@@ -1,6 +1,6 @@
 """Command groups of flowlab.vision_gen: `flowlab watermark` (the watermark family: Spherical Watermark with its
-baselines Gaussian Shading and Tree-Ring: keygen, embed, extract, evaluate) and `flowlab vision` (the other
-methods' groups: `piflow`, `sfbd`, `cmt`, `sr`, and `upscale`)."""
+baselines Gaussian Shading and Tree-Ring: keygen, embed, extract, generate, invert, attack, detect, evaluate) and
+`flowlab vision` (the other methods' groups: `piflow`, `sfbd`, `cmt`, `sr`, and `upscale`)."""
 
 import typer
 

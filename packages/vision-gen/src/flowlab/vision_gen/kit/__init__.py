@@ -8,7 +8,14 @@ from flowlab.core.lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
-        "flowlab.vision_gen.kit.attacks": ["ATTACKS", "SMALL_SUITE", "apply_suite", "compose", "parse_attack"],
+        "flowlab.vision_gen.kit.attacks": [
+            "ATTACKS",
+            "SMALL_SUITE",
+            "STRENGTHS",
+            "apply_suite",
+            "compose",
+            "parse_attack",
+        ],
         "flowlab.vision_gen.kit.autoencoder": [
             "AutoencoderConfig",
             "TinyAutoencoder",
@@ -55,7 +62,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "save_image_grid",
             "strip_figure",
         ],
-        "flowlab.vision_gen.kit.sampling": ["generate", "invert_to_noise"],
+        "flowlab.vision_gen.kit.sampling": ["batched", "generate", "invert_to_noise"],
         "flowlab.vision_gen.kit.teachers": [
             "FAMILIES",
             "DigitsTeacher",

@@ -1,20 +1,22 @@
 """Attack kit: image transforms mapping (B, C, H, W) images in [0, 1] to the same shape, registered by name.
 
 Random attacks take `generator=`; `compose(*attacks)` applies several in order; a suite is a list of specs
-"name" or "name@strength" (e.g. "jpeg@25"); `apply_suite(images, suite, generator=)` returns name -> images.
-`suite="small"` holds the strengths rescaled for 8-32 px images.
+"name" or "name@strength" (e.g. "jpeg@25"), each strength checked against its attack's range (`STRENGTHS`);
+`apply_suite(images, suite, generator=)` returns name -> images. `suite="small"` holds the strengths rescaled for
+8-32 px images.
 """
 
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Callable
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["ATTACKS", "SMALL_SUITE", "apply_suite", "compose", "parse_attack"]
+__all__ = ["ATTACKS", "SMALL_SUITE", "STRENGTHS", "apply_suite", "compose", "parse_attack"]
 
 
 def gaussian_noise(x, std: float = 0.05, *, generator=None):
@@ -86,6 +88,17 @@ def random_crop(x, keep: float = 0.6, *, generator=None):
     return out
 
 
+def rotate(x, degrees: float = 15.0, *, generator=None):
+    """Rotate by `degrees` (counter-clockwise) about the centre, bilinear, the corners filled with zero."""
+    b, _, h, w = x.shape
+    a = math.radians(degrees)
+    cos, sin = math.cos(a), math.sin(a)
+    # the pixel-space rotation in affine_grid's coordinates, which run over [-1, 1] along each side
+    theta = x.new_tensor([[cos, -sin * h / w, 0.0], [sin * w / h, cos, 0.0]]).expand(b, 2, 3)
+    grid = F.affine_grid(theta, list(x.shape), align_corners=False)
+    return F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False).clamp(0, 1)
+
+
 ATTACKS: dict[str, tuple[Callable, float]] = {
     "gaussian_noise": (gaussian_noise, 0.05),
     "brightness": (brightness, 1.5),
@@ -95,6 +108,20 @@ ATTACKS: dict[str, tuple[Callable, float]] = {
     "jpeg": (jpeg, 25),
     "resize": (resize, 0.5),
     "random_crop": (random_crop, 0.6),
+    "rotate": (rotate, 15.0),
+}
+
+#: each attack's strengths: (a check of the value, what it expects)
+STRENGTHS: dict[str, tuple[Callable[[float], bool], str]] = {
+    "gaussian_noise": (lambda v: v >= 0, "a noise std >= 0"),
+    "brightness": (lambda v: v >= 0, "a factor >= 0"),
+    "contrast": (lambda v: v >= 0, "a factor >= 0"),
+    "gaussian_blur": (lambda v: v > 0, "a sigma > 0"),
+    "median_filter": (lambda v: v >= 1 and v == int(v) and int(v) % 2 == 1, "an odd window size >= 1"),
+    "jpeg": (lambda v: 1 <= v <= 100, "a JPEG quality in [1, 100]"),
+    "resize": (lambda v: 0 < v <= 1, "a scale in (0, 1]"),
+    "random_crop": (lambda v: 0 < v <= 1, "a kept fraction of the area in (0, 1]"),
+    "rotate": (lambda v: True, "an angle in degrees"),
 }
 
 SMALL_SUITE = (
@@ -117,7 +144,13 @@ def parse_attack(spec: str) -> Callable[..., torch.Tensor]:
     if name not in ATTACKS:
         raise ValueError(f"attack: unknown attack {name!r}; known: {sorted(ATTACKS)}")
     fn, default = ATTACKS[name]
-    strength = float(value) if value else default
+    try:
+        strength = float(value) if value else default
+    except ValueError as err:
+        raise ValueError(f"strength: expected a number after '@' in {spec!r}") from err
+    valid, expected = STRENGTHS[name]
+    if not (math.isfinite(strength) and valid(strength)):
+        raise ValueError(f"strength: {name} expects {expected}, got {strength:g}")
 
     def attack(x: torch.Tensor, *, generator: torch.Generator | None = None) -> torch.Tensor:
         return fn(x, strength, generator=generator)

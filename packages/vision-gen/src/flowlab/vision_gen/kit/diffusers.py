@@ -4,10 +4,15 @@ accepted by any diffusers pipeline through `latents=`; diffusers' `DDIMInverseSc
 
 A whole `StableDiffusionPipeline` (CLIP text encoder from `transformers`) works the same way: pass the watermarked
 latents as `latents=`, and build the core model from `pipe.unet`, `pipe.scheduler` and `pipe.encode_prompt(...)`
-(tested on a tiny pipeline built from configs, saved and loaded back offline).
+(tested on a tiny pipeline built from configs, saved and loaded back offline). `load_pipeline` opens a saved
+pipeline folder offline and safely (safetensors only); `kit.generators` turns one into an image generator with its
+inversion.
 """
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -15,7 +20,7 @@ from torch import nn
 from flowlab.core.schedules import DiscreteVP
 from flowlab.core.typing import Prediction
 
-__all__ = ["DiffusersDenoiser", "invert_with_diffusers"]
+__all__ = ["DiffusersDenoiser", "invert_with_diffusers", "load_pipeline"]
 
 _PREDICTIONS = {"epsilon": Prediction.EPSILON, "sample": Prediction.DATA}
 
@@ -76,3 +81,32 @@ def invert_with_diffusers(
         kw = {} if encoder_hidden_states is None else {"encoder_hidden_states": encoder_hidden_states}
         x = inv.step(unet(x, k, **kw).sample, k, x).prev_sample
     return x
+
+
+def load_pipeline(folder: str | os.PathLike[str]):
+    """The diffusers pipeline saved in `folder` (`save_pretrained`), loaded offline from safetensors files only (a
+    pickled weight file is refused, never run); it must hold a `unet` and a `scheduler`. FileNotFoundError or
+    ValueError naming the folder."""
+    from diffusers import DiffusionPipeline
+    from diffusers.utils import logging
+
+    folder = Path(folder)
+    if not (folder / "model_index.json").is_file():
+        raise FileNotFoundError(f"{folder}: no model_index.json (not a diffusers pipeline folder)")
+    bar = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        pipe = DiffusionPipeline.from_pretrained(
+            folder, local_files_only=True, use_safetensors=True, low_cpu_mem_usage=False
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RuntimeError) as err:
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]  # state-dict errors: one per tensor
+        detail = f"no {err} entry" if isinstance(err, KeyError) else " ".join(lines[:2])
+        raise ValueError(f"{folder}: cannot be loaded as a diffusers pipeline ({detail})") from err
+    finally:
+        if bar:
+            logging.enable_progress_bar()
+    if getattr(pipe, "unet", None) is None or getattr(pipe, "scheduler", None) is None:
+        raise ValueError(f"{folder}: a {type(pipe).__name__} without a unet and a scheduler")
+    pipe.set_progress_bar_config(disable=True)
+    return pipe

@@ -1,4 +1,5 @@
-"""DDIM / DPM-Solver++ generation and inversion of the kit's denoisers, using `flowlab.core.solvers.diffusion`.
+"""DDIM / DPM-Solver++ generation and inversion of the kit's denoisers, using `flowlab.core.solvers.diffusion`, and
+`batched` to run them a few images at a time.
 
 Grids are the core's `grids.trailing`: diffusers' "trailing" timesteps K-1, K-1-K/n, ..., K/n - 1, then timestep 0
 (t = 1 - 1/K), on which the core's DDIM equals diffusers' DDIMScheduler(timestep_spacing="trailing").
@@ -11,7 +12,12 @@ import torch
 from flowlab.core.grids import trailing
 from flowlab.core.solvers.diffusion import invert, sample_diffusion
 
-__all__ = ["generate", "invert_to_noise"]
+__all__ = ["batched", "generate", "invert_to_noise"]
+
+
+def batched(fn, x: torch.Tensor, batch: int) -> torch.Tensor:
+    """fn applied to x (N, ...) `batch` rows at a time, the outputs concatenated along the first axis."""
+    return torch.cat([fn(x[i : i + batch]) for i in range(0, x.shape[0], batch)])
 
 
 def generate(field, x_init: torch.Tensor, *, steps: int = 50, method: str = "dpmpp_2m", **cond) -> torch.Tensor:

@@ -12,7 +12,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "binomial_threshold",
             "read_key_folder",
         ],
-        "flowlab.vision_gen.watermark.keys": ["load_key"],
+        "flowlab.vision_gen.watermark.keys": ["Marked", "embed_with_key", "load_key", "read_with_key"],
         "flowlab.vision_gen.watermark.gaussian_shading": ["GaussianShading", "GaussianShadingConfig"],
         "flowlab.vision_gen.watermark.spherical": [
             "SphericalConfig",

@@ -17,7 +17,7 @@ from flowlab.core.config import Config
 from flowlab.vision_gen.kit.attacks import SMALL_SUITE
 from flowlab.vision_gen.kit.metrics import FeatureNetConfig, feature_net_artifact
 from flowlab.vision_gen.kit.train import DigitsDenoiserConfig, digits_denoiser_artifact
-from flowlab.vision_gen.watermark.e2e import run_e2e
+from flowlab.vision_gen.watermark.e2e import TEACHER, run_e2e
 from flowlab.vision_gen.watermark.evaluate import SCHEMES, speed_table, statistics_table
 
 __all__ = ["E2E", "STATS"]
@@ -88,8 +88,8 @@ class E2EBench(Config):
     fd_n: int = 1000
     train_steps: int = 4000
     attacks: tuple[str, ...] = ("clean", *SMALL_SUITE)
-    dither: float = 0.1
-    data_range: float = 0.75
+    dither: float = TEACHER.dither
+    data_range: float = TEACHER.data_range
     steps: int = 50
     inversion_steps: int = 50
     base_channels: int = 32
@@ -99,7 +99,7 @@ class E2EBench(Config):
 
 
 E2E_FULL = E2EBench()
-E2E_QUICK = replace(E2E_FULL, n=32, fd_n=64, train_steps=1500)
+E2E_QUICK = replace(E2E_FULL, n=32, fd_n=64, train_steps=TEACHER.steps)
 E2E_SMOKE = replace(E2E_QUICK, n=8, fd_n=32, train_steps=4, train_batch=32, base_channels=8, steps=4,
                     inversion_steps=4, attacks=("clean", SMALL_SUITE[0]), feature_epochs=1)  # fmt: skip
 

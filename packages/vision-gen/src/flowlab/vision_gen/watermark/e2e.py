@@ -24,22 +24,21 @@ import torch
 from flowlab.vision_gen.kit.attacks import SMALL_SUITE, parse_attack
 from flowlab.vision_gen.kit.data import from_unit, load_digits_images, to_unit
 from flowlab.vision_gen.kit.metrics import FeatureNetConfig, digits_fd
-from flowlab.vision_gen.kit.sampling import generate, invert_to_noise
+from flowlab.vision_gen.kit.sampling import batched, generate, invert_to_noise
 from flowlab.vision_gen.kit.train import DigitsDenoiserConfig, digits_denoiser
 from flowlab.vision_gen.watermark.evaluate import auc, tpr_at_fpr
 from flowlab.vision_gen.watermark.gaussian_shading import GaussianShading, GaussianShadingConfig
 from flowlab.vision_gen.watermark.spherical import SphericalConfig, SphericalWatermark
 from flowlab.vision_gen.watermark.tree_ring import TreeRing, TreeRingConfig
 
-__all__ = ["run_e2e"]
+__all__ = ["TEACHER", "run_e2e"]
+
+#: the digits model of the quick e2e run and of the `flowlab watermark` image commands (one cached artifact)
+TEACHER = DigitsDenoiserConfig(size=16, data_range=0.75, steps=1500, dither=0.1)
 
 #: the unwatermarked generation sets: "clean" is the negative class and the FD reference, the three pairs of
 #: sets give the clean-vs-clean FD floor (mean and max)
 _CLEAN = ("clean", "clean_b", "clean_c")
-
-
-def _batched(fn, x: torch.Tensor, batch: int) -> torch.Tensor:
-    return torch.cat([fn(x[i : i + batch]) for i in range(0, x.shape[0], batch)])
 
 
 def run_e2e(
@@ -84,7 +83,7 @@ def run_e2e(
         "tree_ring": tr.embed(fd_n, generator=generator),
         **{name: torch.randn(fd_n, *shape, generator=generator) for name in _CLEAN},
     }
-    everything = _batched(lambda z: generate(field, z.to(dev), steps=steps), torch.cat(list(latents.values())), batch)
+    everything = batched(lambda z: generate(field, z.to(dev), steps=steps), torch.cat(list(latents.values())), batch)
     gen = dict(zip(latents, everything.split(fd_n)))
     out: dict[str, dict[str, float]] = {k: {} for k in ("spherical", "gaussian_shading", "tree_ring")}
     floors = [fd(gen[a], gen[b]) for i, a in enumerate(_CLEAN) for b in _CLEAN[i + 1 :]]
@@ -103,7 +102,7 @@ def run_e2e(
     for spec in attacks:
         attack = (lambda x, generator=None: x) if spec == "clean" else parse_attack(spec)
         imgs = torch.cat([from_unit(attack(to_unit(gen[k]), generator=ag)) for k in sets])
-        noise = _batched(lambda x: invert_to_noise(field, x, steps=inversion_steps), imgs, batch).cpu().float()
+        noise = batched(lambda x: invert_to_noise(field, x, steps=inversion_steps), imgs, batch).cpu().float()
         inv = dict(zip(sets, noise.split(n)))
         for k, wm in (("spherical", sph), ("gaussian_shading", gs)):
             kw = {"nonces": nonces} if k == "gaussian_shading" else {}

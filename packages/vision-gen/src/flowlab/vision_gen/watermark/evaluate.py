@@ -14,7 +14,7 @@ from flowlab.vision_gen.watermark.gaussian_shading import GaussianShading, Gauss
 from flowlab.vision_gen.watermark.spherical import SphericalConfig, SphericalWatermark
 from flowlab.vision_gen.watermark.tree_ring import TreeRing, TreeRingConfig
 
-__all__ = ["SCHEMES", "auc", "scheme_latents", "speed_table", "statistics_table", "tpr_at_fpr"]
+__all__ = ["SCHEMES", "auc", "latent_statistics", "scheme_latents", "speed_table", "statistics_table", "tpr_at_fpr"]
 
 SCHEMES = (
     "gaussian",
@@ -88,13 +88,24 @@ def statistics_table(
     device: torch.device | str = "cpu",
     classifier: str | None = "logreg",
 ) -> dict[str, dict[str, float]]:
-    """scheme -> gaussianity_report numbers on n latents (blocks of 128 for the chi-square of block norms)."""
-    table = {}
-    lx = int(torch.tensor(latent_shape).prod())
-    for scheme in schemes:
-        z = scheme_latents(scheme, n, latent_shape, seed=seed, generator=generator).reshape(n, lx).to(device)
-        table[scheme] = gaussianity_report(z, generator=generator, blocks=lx // 128, classifier=classifier)
-    return table
+    """scheme -> `latent_statistics` of its n latents."""
+    return {
+        scheme: latent_statistics(
+            scheme_latents(scheme, n, latent_shape, seed=seed, generator=generator).to(device),
+            generator=generator,
+            classifier=classifier,
+        )
+        for scheme in schemes
+    }
+
+
+def latent_statistics(
+    latents: torch.Tensor, *, generator: torch.Generator, classifier: str | None = "logreg"
+) -> dict[str, float]:
+    """gaussianity_report numbers of latents (n, *latent_shape) (blocks of 128 values for the chi-square of block
+    norms, one block below 256 values)."""
+    z = latents.reshape(latents.shape[0], -1)
+    return gaussianity_report(z, generator=generator, blocks=max(1, z.shape[1] // 128), classifier=classifier)
 
 
 def _time(fn: Callable[[], object], repeats: int) -> float:

@@ -5,7 +5,8 @@ Key: a disc mask of radius `radius` around the centre of the (fftshifted) 2-D sp
 complex pattern constant on integer-radius rings (values taken from the FFT of a Gaussian latent). Embedding draws
 z ~ N(0, I), replaces the masked Fourier coefficients by the key and returns the real part of the inverse FFT.
 Detection: the mean L1 distance between the masked spectrum of the recovered latent and the key (small means
-watermarked); thresholds are set on an empirical ROC at the wanted FPR (`roc_threshold`).
+watermarked); thresholds are set on an empirical ROC at the wanted FPR (`roc_threshold`), against given negatives or
+unwatermarked Gaussian latents (`null_threshold`).
 """
 
 from __future__ import annotations
@@ -101,6 +102,16 @@ class TreeRing:
     def score(self, latents: torch.Tensor) -> torch.Tensor:
         """(B,) detection score (higher = watermarked): minus `distance`."""
         return -self.distance(latents)
+
+    def null_threshold(self, fpr: float, *, n: int = 10_000, seed: int = 0) -> float:
+        """The distance below which a latent counts as watermarked at false-positive rate `fpr` on `n` unwatermarked
+        N(0, I) latents drawn from `seed` (an fpr below 1/n gets the smallest of their distances)."""
+        if not 0 < fpr < 1:
+            raise ValueError(f"fpr: expected a rate in (0, 1), got {fpr!r}")
+        g = torch.Generator().manual_seed(seed)
+        null = torch.cat([self.distance(torch.randn(min(1000, n - i), *self.latent_shape, generator=g))
+                          for i in range(0, n, 1000)])  # fmt: skip
+        return -roc_threshold(-null, fpr=fpr)
 
 
 def roc_threshold(null_scores: torch.Tensor, *, fpr: float = 0.01) -> float:
