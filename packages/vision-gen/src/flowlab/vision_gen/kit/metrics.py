@@ -45,6 +45,9 @@ class FeatureNetConfig(Config):
 
 
 class DigitsFeatureNet(nn.Module):
+    """The digits classifier whose penultimate layer (128 features) is the quality kit's feature space: two conv
+    blocks at 16x16 and a linear head over 10 classes."""
+
     def __init__(self) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(1, 32, 3, padding=1)

@@ -63,6 +63,9 @@ class DetectionResult:
 
 
 class LatentWatermark(Protocol):
+    """What every latent watermark offers: `embed(messages) -> latents` of `latent_shape` that look like N(0, I),
+    and `extract(latents) -> ExtractResult` (the bits read back)."""
+
     latent_shape: tuple[int, ...]
 
     def embed(self, messages: torch.Tensor, *, generator: torch.Generator | None = None) -> torch.Tensor: ...
@@ -118,6 +121,7 @@ def check_latents(latents: torch.Tensor, latent_shape: tuple[int, ...]) -> torch
 
 
 def write_key_folder(path: str | os.PathLike, method: str, config: dict[str, Any], tensors: dict) -> Path:
+    """Write a key folder (key.json: format, version, method, config; tensors.safetensors) at `path` -> the folder."""
     from safetensors.torch import save_file
 
     folder = Path(path)

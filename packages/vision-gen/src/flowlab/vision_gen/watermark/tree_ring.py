@@ -23,6 +23,8 @@ __all__ = ["TreeRing", "TreeRingConfig", "roc_threshold"]
 
 @dataclass(frozen=True)
 class TreeRingConfig:
+    """Tree-Ring's settings: latents (C, H, W), the radius of the Fourier ring it writes, and the channel."""
+
     latent_shape: tuple[int, int, int]
     radius: int = 10
     channel: int = -1
@@ -44,6 +46,9 @@ def _ring_radius(h: int, w: int) -> torch.Tensor:
 
 
 class TreeRing:
+    """Tree-Ring (Wen et al.): a key pattern written into the centred Fourier transform of one latent channel inside a
+    ring; detection is the distance to the pattern there (zero-bit: detected or not, no message)."""
+
     method = "tree_ring"
 
     def __init__(self, config: TreeRingConfig, pattern: torch.Tensor):

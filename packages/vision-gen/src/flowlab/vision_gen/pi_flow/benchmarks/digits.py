@@ -76,6 +76,7 @@ def teacher_samples(cfg: DigitsBench, seed: int, device: torch.device) -> dict[i
 
 
 def digits_artifacts(cfg: DigitsBench, device: torch.device) -> tuple[Artifact, ...]:
+    """The shared artifacts a digits scenario needs built first: its teacher and the digits feature net."""
     features = feature_net_artifact(FeatureNetConfig(epochs=cfg.feature_epochs))
     return (teacher_artifact(_teacher_config(cfg, device)), features)
 
