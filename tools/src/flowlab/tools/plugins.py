@@ -59,6 +59,8 @@ class LazyGroup(typer.core.TyperGroup):
     one `error:` line and exit status 2, its traceback only with `flowlab --debug`."""
 
     def invoke(self, ctx: click.Context):
+        """Runs the command; an input error it lets through becomes one `error:` line and exit status 2 (re-raised with
+        `--debug`)."""
         try:
             return super().invoke(ctx)
         except input_errors() as err:
@@ -68,10 +70,12 @@ class LazyGroup(typer.core.TyperGroup):
             ctx.exit(2)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        """The built-in commands, then the other entry-point command groups by name."""
         builtin = super().list_commands(ctx)
         return builtin + sorted(set(command_entry_points()) - set(builtin))
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """A built-in command, else a help-only stub of the entry-point group (not imported), else None."""
         cmd = super().get_command(ctx, cmd_name)
         if cmd is not None:
             return cmd
@@ -79,6 +83,7 @@ class LazyGroup(typer.core.TyperGroup):
         return _stub(ep) if ep is not None else None
 
     def resolve_command(self, ctx: click.Context, args: list[str]):
+        """Resolves the command, importing an entry-point group only now that it is invoked."""
         name = args[0] if args else None
         if name is not None and super().get_command(ctx, name) is None:
             ep = command_entry_points().get(name)

@@ -48,6 +48,7 @@ class Schedule(ABC):
         """The time t with alpha_t / sigma_t == snr (snr > 0)."""
 
     def snr(self, t: torch.Tensor) -> torch.Tensor:
+        """The signal-to-noise ratio alpha_t / sigma_t, shaped like t."""
         out = self(t)
         return out.alpha / out.sigma
 
@@ -75,10 +76,12 @@ class CondOT(Schedule):
     """Linear (rectified-flow) schedule: alpha = t, sigma = 1 - t."""
 
     def __call__(self, t: torch.Tensor) -> ScheduleOutput:
+        """alpha = t, sigma = 1 - t, d_alpha = 1, d_sigma = -1, shaped like t."""
         one = torch.ones_like(t)
         return ScheduleOutput(t, 1 - t, one, -one)
 
     def snr_inverse(self, snr: torch.Tensor) -> torch.Tensor:
+        """snr / (1 + snr)."""
         return snr / (1 + snr)
 
 
@@ -91,11 +94,13 @@ class Polynomial(Schedule):
         self.n = float(n)
 
     def __call__(self, t: torch.Tensor) -> ScheduleOutput:
+        """alpha = t^n, sigma = 1 - t^n and their derivatives n t^(n-1), -n t^(n-1), shaped like t."""
         a = t**self.n
         da = self.n * t ** (self.n - 1)
         return ScheduleOutput(a, 1 - a, da, -da)
 
     def snr_inverse(self, snr: torch.Tensor) -> torch.Tensor:
+        """(snr / (1 + snr))^(1/n)."""
         return (snr / (1 + snr)) ** (1 / self.n)
 
 
@@ -103,10 +108,12 @@ class Cosine(Schedule):
     """alpha = sin(pi t / 2), sigma = cos(pi t / 2)."""
 
     def __call__(self, t: torch.Tensor) -> ScheduleOutput:
+        """alpha = sin(pi t / 2), sigma = cos(pi t / 2) and their derivatives, shaped like t."""
         h = 0.5 * math.pi
         return ScheduleOutput(torch.sin(h * t), torch.cos(h * t), h * torch.cos(h * t), -h * torch.sin(h * t))
 
     def snr_inverse(self, snr: torch.Tensor) -> torch.Tensor:
+        """2 atan(snr) / pi."""
         return torch.atan(snr) * (2 / math.pi)
 
 
@@ -125,9 +132,11 @@ class VP(Schedule):
         return self.beta_min * tau + 0.5 * (self.beta_max - self.beta_min) * tau**2
 
     def beta(self, tau: torch.Tensor) -> torch.Tensor:
+        """The linear noise rate beta(tau) = beta_min + tau (beta_max - beta_min) at paper time tau = 1 - t."""
         return self.beta_min + tau * (self.beta_max - self.beta_min)
 
     def __call__(self, t: torch.Tensor) -> ScheduleOutput:
+        """alpha = exp(-B(tau)/2), sigma = sqrt(1 - alpha^2) at tau = 1 - t, and their t-derivatives, shaped like t."""
         tau = 1 - t
         alpha = torch.exp(-0.5 * self._integral(tau))
         sigma2 = -torch.expm1(-self._integral(tau))
@@ -137,6 +146,7 @@ class VP(Schedule):
         return ScheduleOutput(alpha, sigma, d_alpha, d_sigma)
 
     def snr_inverse(self, snr: torch.Tensor) -> torch.Tensor:
+        """Solves the quadratic B(tau) = log(1 + 1/snr^2) for tau >= 0 and returns t = 1 - tau."""
         # B(tau) = log(1 + 1/snr^2); solve 0.5 db tau^2 + beta_min tau - B = 0 for tau >= 0.
         big_b = torch.log1p(snr.pow(-2))
         db = self.beta_max - self.beta_min
@@ -158,14 +168,17 @@ class VE(Schedule):
         self._log_ratio = math.log(self.sigma_max / self.sigma_min)
 
     def __call__(self, t: torch.Tensor) -> ScheduleOutput:
+        """alpha = 1, sigma = sigma_min (sigma_max / sigma_min)^(1 - t) and their derivatives, shaped like t."""
         sigma = self.sigma_min * torch.exp(self._log_ratio * (1 - t))
         return ScheduleOutput(torch.ones_like(t), sigma, torch.zeros_like(t), -self._log_ratio * sigma)
 
     def snr_inverse(self, snr: torch.Tensor) -> torch.Tensor:
+        """The t with sigma_t = 1 / snr: 1 - log(1 / (snr sigma_min)) / log(sigma_max / sigma_min)."""
         return 1 - torch.log(1 / (snr * self.sigma_min)) / self._log_ratio
 
     @staticmethod
     def score_sde(sigma: float) -> ScoreSDEVE:
+        """The score-SDE VE form with diffusion g(tau) = sigma^tau, as a `ScoreSDEVE`."""
         return ScoreSDEVE(sigma)
 
 
@@ -215,15 +228,18 @@ class EDM(Schedule):
         self._hi = self.sigma_max ** (1 / self.rho)
 
     def __call__(self, t: torch.Tensor) -> ScheduleOutput:
+        """alpha = 1, the sigma ramp sigma(t) and their derivatives, shaped like t."""
         base = self._hi + t * (self._lo - self._hi)
         sigma = base**self.rho
         d_sigma = self.rho * base ** (self.rho - 1) * (self._lo - self._hi)
         return ScheduleOutput(torch.ones_like(t), sigma, torch.zeros_like(t), d_sigma)
 
     def sigma_to_t(self, sigma: torch.Tensor) -> torch.Tensor:
+        """Inverse of the sigma ramp: the t with sigma(t) == sigma."""
         return (sigma ** (1 / self.rho) - self._hi) / (self._lo - self._hi)
 
     def snr_inverse(self, snr: torch.Tensor) -> torch.Tensor:
+        """`sigma_to_t(1 / snr)` (alpha = 1, so the SNR is 1 / sigma)."""
         return self.sigma_to_t(1 / snr)
 
 
@@ -252,11 +268,14 @@ class DiscreteVP(Schedule):
 
     @classmethod
     def linear(cls, num_steps: int = 1000, beta_start: float = 1e-4, beta_end: float = 0.02) -> DiscreteVP:
+        """DDPM's linear schedule: `num_steps` betas evenly spaced from `beta_start` to `beta_end`."""
         betas = torch.linspace(beta_start, beta_end, num_steps, dtype=torch.float64)
         return cls(torch.cumprod(1 - betas, 0))
 
     @classmethod
     def scaled_linear(cls, num_steps: int = 1000, beta_start: float = 0.00085, beta_end: float = 0.012) -> DiscreteVP:
+        """Stable Diffusion's scaled-linear schedule: `num_steps` values of sqrt(beta) evenly spaced from
+        sqrt(`beta_start`) to sqrt(`beta_end`)."""
         betas = torch.linspace(beta_start**0.5, beta_end**0.5, num_steps, dtype=torch.float64) ** 2
         return cls(torch.cumprod(1 - betas, 0))
 
@@ -278,6 +297,8 @@ class DiscreteVP(Schedule):
         return l0 + slope * (tt - t0), slope
 
     def __call__(self, t: torch.Tensor) -> ScheduleOutput:
+        """alpha = sqrt(sigmoid(2 lambda)), sigma = sqrt(sigmoid(-2 lambda)) of the interpolated half log-SNR lambda(t),
+        with their derivatives, in t's dtype."""
         lam, slope = self._lambda_and_slope(t)
         alpha = torch.sigmoid(2 * lam).sqrt()
         sigma = torch.sigmoid(-2 * lam).sqrt()
@@ -287,6 +308,7 @@ class DiscreteVP(Schedule):
         return ScheduleOutput(*(v.to(t.dtype) for v in (alpha, sigma, d_alpha, d_sigma)))
 
     def snr_inverse(self, snr: torch.Tensor) -> torch.Tensor:
+        """The t whose interpolated half log-SNR is log(snr) (linear beyond the grid ends), in snr's dtype."""
         lam = torch.log(snr.to(torch.float64))
         grid, lams = self._t.to(snr.device), self._lam.to(snr.device)
         idx = torch.clamp(torch.searchsorted(lams, lam.contiguous()) - 1, 0, self.num_steps - 2)

@@ -18,6 +18,7 @@ class Prediction(enum.Enum):
 
     @classmethod
     def parse(cls, value: Prediction | str) -> Prediction:
+        """A `Prediction` or its value (case-insensitive string) -> the `Prediction`; `ValueError` for unknown names."""
         if isinstance(value, cls):
             return value
         try:
@@ -31,18 +32,24 @@ class Prediction(enum.Enum):
 class VectorField(Protocol):
     """A time-dependent field called with keywords: `field(x=x, t=t, **cond) -> (B, ...)`, `x: (B, ...)`, `t: (B,)`."""
 
-    def __call__(self, *, x: torch.Tensor, t: torch.Tensor, **cond: Any) -> torch.Tensor: ...
+    def __call__(self, *, x: torch.Tensor, t: torch.Tensor, **cond: Any) -> torch.Tensor:
+        """x: (B, ...), t: (B,) -> the field at (x, t): (B, ...)."""
+        ...
 
 
 @runtime_checkable
 class FlowMap(Protocol):
     """A two-time map `X(x=x_s, s=s, t=t, **cond) -> x_t`, transporting `x: (B, ...)` from `s: (B,)` to `t: (B,)`."""
 
-    def __call__(self, *, x: torch.Tensor, s: torch.Tensor, t: torch.Tensor, **cond: Any) -> torch.Tensor: ...
+    def __call__(self, *, x: torch.Tensor, s: torch.Tensor, t: torch.Tensor, **cond: Any) -> torch.Tensor:
+        """x: (B, ...) at times s: (B,) -> the points transported to times t: (B, ...)."""
+        ...
 
 
 @runtime_checkable
 class PosteriorModel(Protocol):
     """A discrete model `posterior(x=x_t, t=t) -> logits (B, L, V)` of p(x_1 | x_t) over a vocabulary of V tokens."""
 
-    def __call__(self, *, x: torch.Tensor, t: torch.Tensor, **cond: Any) -> torch.Tensor: ...
+    def __call__(self, *, x: torch.Tensor, t: torch.Tensor, **cond: Any) -> torch.Tensor:
+        """x: (B, L) tokens, t: (B,) -> logits of p(x_1 | x_t): (B, L, V)."""
+        ...

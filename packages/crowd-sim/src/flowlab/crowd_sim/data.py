@@ -132,10 +132,12 @@ class Window:
 
     @property
     def num_frames(self) -> int:
+        """The number of frames T of the window."""
         return int(self.positions.shape[0])
 
     @property
     def num_pedestrians(self) -> int:
+        """The number of pedestrians P of the window."""
         return int(self.positions.shape[1])
 
     @property

@@ -114,6 +114,7 @@ class Trajectories:
 
     @property
     def agent_steps_per_second(self) -> float:
+        """Alive pedestrian steps simulated per wall second, over all replicas (NaN when no time was measured)."""
         alive = int(self.mask[:-1].sum()) * self.positions.shape[0]
         return alive / self.seconds if self.seconds > 0 else float("nan")
 

@@ -143,10 +143,12 @@ class OfflineDataset:
 
     @property
     def obs_dim(self) -> int:
+        """The observation size O (the last axis of `observations`)."""
         return self.observations.shape[-1]
 
     @property
     def act_dim(self) -> int:
+        """The action size A (the last axis of `actions`)."""
         return self.actions.shape[-1]
 
     def check_agents(self, n_agents: int | None) -> None:
@@ -165,6 +167,8 @@ class OfflineDataset:
         return m if m > 0 else 1.0
 
     def save(self, path: str | os.PathLike[str]) -> Path:
+        """Writes the arrays and `action_bounds` to a compressed npz file at `path` (parents created); returns the
+        path."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         arrays = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}

@@ -36,6 +36,7 @@ class TargetNetwork(nn.Module):
         torch._foreach_lerp_(list(self.target.parameters()), list(self.online.parameters()), tau)
 
     def pick(self, target: bool) -> nn.Module:
+        """The target copy when `target` is true, else the online module."""
         return self.target if target else self.online
 
 

@@ -47,6 +47,8 @@ class FlowBCPolicy(nn.Module):
         self.path = AffinePath(CondOT())
 
     def loss(self, obs: torch.Tensor, actions: torch.Tensor, *, generator: torch.Generator) -> torch.Tensor:
+        """The conditional flow-matching loss on the linear path from Gaussian noise to `actions`: obs: (B, O), actions:
+        (B, A) -> a scalar."""
         x0 = randn(actions.shape, generator=generator, device=actions.device, dtype=actions.dtype)
         t = rand((actions.shape[0],), generator=generator, device=actions.device, dtype=actions.dtype)
         ps = self.path.sample(x0, actions, t)

@@ -51,6 +51,7 @@ class Record:
     expected_seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
+        """The record as a dict of its fields, one line of results.jsonl."""
         return asdict(self)
 
 

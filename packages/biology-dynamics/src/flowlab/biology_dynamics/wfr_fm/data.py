@@ -94,10 +94,12 @@ class TimeSeries:
 
     @property
     def dim(self) -> int:
+        """The number of features d of every group."""
         return int(self.X[0].shape[1])
 
     @property
     def counts(self) -> tuple[int, ...]:
+        """The number of cells of each observation time, `(n_0, ..., n_{K-1})`."""
         return tuple(int(x.shape[0]) for x in self.X)
 
 

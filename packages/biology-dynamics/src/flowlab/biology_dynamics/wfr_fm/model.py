@@ -65,9 +65,11 @@ class GrowthFields(nn.Module):
         self.g = TimeMLP(dim, hidden=tuple(g_hidden), out_dim=1, **opts) if growth else None
 
     def forward(self, *, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """The velocity v(τ, x): x: (B, d), t: (B,) -> (B, d)."""
         return self.v(x=x, t=t)
 
     def growth(self, *, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """The growth rate g(τ, x): x: (B, d), t: (B,) -> (B,); zeros when the fields have no growth network."""
         if self.g is None:
             return torch.zeros(x.shape[0], dtype=x.dtype, device=x.device)
         return self.g(x=x, t=t)[:, 0]

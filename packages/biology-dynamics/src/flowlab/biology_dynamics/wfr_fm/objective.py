@@ -132,6 +132,8 @@ class WFRSampler:
         self.draws = [_PairDraw(plan, device) for plan in plans.plans]
 
     def __call__(self, step: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """One batch of WFR targets over every interval: a dict of `x`, `u`: (N, d) and `t`, `g`, `w`: (N,),
+        concatenated over the intervals."""
         parts: list[dict[str, torch.Tensor]] = []
         for k, draw in enumerate(self.draws):
             i, j, m0, m1 = draw(self.batch, generator)
@@ -164,6 +166,7 @@ class ExactOTSampler:
         self.start, self.dt = _interval_times(series)
 
     def __call__(self, step: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """OT-paired straight-path targets for every interval, in `WFRSampler`'s format (`g` = 0, `w` = 1)."""
         parts = []
         for k in range(len(self.X) - 1):
             n0, n1 = self.X[k].shape[0], self.X[k + 1].shape[0]

@@ -80,6 +80,7 @@ class WFRPathSample:
 
     @property
     def weight(self) -> torch.Tensor:
+        """The importance weight `m_s / m_0`: (B,)."""
         return self.m_s / self.m_0
 
 

@@ -24,6 +24,8 @@ class AugmentedField(nn.Module):
         self.fields = fields
 
     def forward(self, *, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """z: (B, d + 1), t: (B,) -> `[v(t, x), g(t, x)]`: (B, d + 1), where x is z without its last (log-weight)
+        column."""
         pos = x[:, :-1]
         return torch.cat([self.fields(x=pos, t=t), self.fields.growth(x=pos, t=t)[:, None]], dim=1)
 

@@ -27,6 +27,8 @@ class Hollow(nn.Module):
         self.net = net
 
     def forward(self, *, x: torch.Tensor, **kw: Any) -> torch.Tensor:
+        """x: (B, L, C) -> logits (B, L, K), position i read from a copy of x with position i zeroed; batch-sized
+        keyword tensors are repeated L times."""
         if not isinstance(x, torch.Tensor) or x.dim() != 3:
             raise ValueError(f"x: expected a (B, L, C) tensor, got {x!r:.60}")
         batch, length = x.shape[:2]

@@ -66,6 +66,7 @@ class Motif:
 
     @property
     def width(self) -> int:
+        """The motif width w (the rows of `pfm`)."""
         return self.pfm.shape[0]
 
 

@@ -56,6 +56,8 @@ class SequenceMLP(nn.Module):
             self.net = MLP(dim, out, hidden)
 
     def forward(self, *, x: torch.Tensor, t: torch.Tensor | None = None, cond: torch.Tensor | None = None):
+        """x: (B, L, C), t: (B,) (only with `times=True`), cond: (B, cond_dim) -> logits (B, L, K), from an MLP on the
+        flattened x."""
         x = check_sequence_input(x, self.length, self.channels)
         flat = x.reshape(x.shape[0], -1)
         if self.times:
@@ -108,6 +110,8 @@ class SequenceCNN(nn.Module):
         self.out = nn.Conv1d(width, letters, 1)
 
     def forward(self, *, x: torch.Tensor, t: torch.Tensor | None = None, cond: torch.Tensor | None = None):
+        """x: (B, L, C), t: (B,) (only with `times=True`), cond: (B,) int64 labels (with `classes > 0`)
+        -> logits (B, L, K)."""
         if not isinstance(x, torch.Tensor) or x.dim() != 3 or x.shape[-1] != self.channels:
             raise ValueError(f"x: expected a (B, L, {self.channels}) float tensor, got {x!r:.60}")
         e = torch.zeros(x.shape[0], 64, device=x.device, dtype=x.dtype)

@@ -29,6 +29,7 @@ class SimplicialDomain(WrightFisherELBO):
     def sample(
         self, model: Any, n: int, length: int, *, steps: int, generator: torch.Generator, device="cpu", cond=None
     ):
+        """Draws `n` sequences of `length` letters with `sample_wright_fisher` (the reverse SDE in `steps` steps)."""
         return sample_wright_fisher(self, model, n, length, steps=steps, generator=generator, device=device, cond=cond)
 
 
@@ -51,5 +52,6 @@ class UnifiedLoss:
         self.domains = tuple(domain(name, letters, ssp=True) for name in DOMAINS)
 
     def __call__(self, model: Any, batch: Any, generator: torch.Generator) -> tuple[torch.Tensor, dict]:
+        """The `(loss, logs)` of one domain, drawn uniformly with `generator`, on `batch`."""
         pick = int(torch.randint(len(self.domains), (1,), generator=generator, device=generator.device))
         return self.domains[pick].loss_fn(model, batch, generator)

@@ -124,6 +124,7 @@ class DiagonalField:
         self.flow_map = flow_map
 
     def __call__(self, *, x: torch.Tensor, t: torch.Tensor, **cond: Any) -> torch.Tensor:
+        """v_{t,t}(x) of the wrapped flow map (see `diagonal_velocity`): x: (B, ...), t: (B,) -> (B, ...)."""
         return diagonal_velocity(self.flow_map, x=x, t=t, **cond)
 
 

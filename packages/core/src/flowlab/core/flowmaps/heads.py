@@ -46,6 +46,7 @@ class GMHead(nn.Module):
         self.max_logstd = max_logstd
 
     def out_channels(self, channels: int) -> int:
+        """Backbone output channels for an event of `channels` channels C: K (C + 2) (means, logits, log-stds)."""
         return self.num_components * (_check_positive_int(channels, "channels") + 2)
 
     def forward(self, raw: torch.Tensor, x_src: torch.Tensor, t_src: torch.Tensor) -> GMPolicy:
@@ -72,6 +73,7 @@ class DXHead(nn.Module):
         self.num_points = _check_positive_int(num_points, "num_points")
 
     def out_channels(self, channels: int) -> int:
+        """Backbone output channels for an event of `channels` channels C: N C (one velocity per grid point)."""
         return self.num_points * _check_positive_int(channels, "channels")
 
     def forward(self, raw: torch.Tensor, x_src: torch.Tensor, t_src: torch.Tensor, t_end: torch.Tensor) -> DXPolicy:

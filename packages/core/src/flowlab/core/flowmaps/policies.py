@@ -23,9 +23,13 @@ __all__ = ["DXPolicy", "GMPolicy", "Policy", "average_velocity", "num_substeps",
 class Policy(Protocol):
     """A velocity policy: `velocity(x, t)` with x: (B, ...), t: (B,) in [0, 1); `detach()` cuts its graph."""
 
-    def velocity(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor: ...
+    def velocity(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """The policy's velocity v(x, t): x: (B, ...), t: (B,) -> (B, ...)."""
+        ...
 
-    def detach(self) -> Policy: ...
+    def detach(self) -> Policy:
+        """A copy of the policy whose tensors are cut from the autograd graph."""
+        ...
 
 
 def _check_src(x_src: torch.Tensor, t_src: torch.Tensor) -> int:
@@ -89,6 +93,7 @@ class GMPolicy:
 
     @property
     def num_components(self) -> int:
+        """K, the number of mixture components."""
         return int(self.means.shape[1])
 
     def _data_components(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -121,6 +126,7 @@ class GMPolicy:
         return (self.predict_data(x, t) - x) / expand_like(1 - t.to(x.dtype), x)
 
     def __call__(self, *, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """Keyword form of `velocity`, so the policy can be called as a vector field `field(x=x, t=t)`."""
         return self.velocity(x, t)
 
     def detach(self) -> GMPolicy:
@@ -193,9 +199,11 @@ class DXPolicy:
         return (self.predict_data(x, t) - x) / expand_like(1 - t.to(x.dtype), x)
 
     def __call__(self, *, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """Keyword form of `velocity`, so the policy can be called as a vector field `field(x=x, t=t)`."""
         return self.velocity(x, t)
 
     def detach(self) -> DXPolicy:
+        """A copy whose tensors are cut from the graph (for the rollout of pi-ID)."""
         return DXPolicy(self.data_grid.detach(), self.t_grid.detach())
 
 

@@ -83,25 +83,30 @@ class PoincareBall(Manifold):
         return w + 2 * (k_a * a + k_b * b) / den.clamp_min(torch.finfo(w.dtype).tiny)
 
     def expmap(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """x (+) tanh(sqrt(c) lambda_x ||u|| / 2) u / (sqrt(c) ||u||), then `projx`: (B, d), (B, d) -> (B, d)."""
         lam = self.lambda_x(x)
         a = math.sqrt(self.c) * lam * u.norm(dim=-1, keepdim=True) / 2
         return self.projx(self.mobius_add(x, tanh_over(a) * lam / 2 * u))
 
     def logmap(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """2 / (sqrt(c) lambda_x) artanh(sqrt(c) ||m||) m / ||m|| with m = (-x) (+) y: (B, d), (B, d) -> (B, d)."""
         m = self.mobius_add(-x, y)
         z = (math.sqrt(self.c) * m.norm(dim=-1, keepdim=True)).clamp_max(1 - torch.finfo(x.dtype).eps)
         return 2 / self.lambda_x(x) * artanh_over(z) * m
 
     def dist(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """2 / sqrt(c) artanh(sqrt(c) ||(-x) (+) y||), without building `logmap`: (B, d), (B, d) -> (B,)."""
         z = math.sqrt(self.c) * self.mobius_add(-x, y).norm(dim=-1)
         return 2 / math.sqrt(self.c) * torch.atanh(z.clamp_max(1 - torch.finfo(x.dtype).eps))
 
     def projx(self, x: torch.Tensor) -> torch.Tensor:
+        """Radially clips points to sqrt(c) ||x|| <= 1 - 1e-5: (B, d) -> (B, d)."""
         limit = (1 - BALL_EPS) / math.sqrt(self.c)
         n = x.norm(dim=-1, keepdim=True)
         return torch.where(n > limit, x * (limit / n.clamp_min(limit)), x)
 
     def proju(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """Identity: the ball is open in R^d, so every vector is tangent."""
         return u
 
     def at_boundary(self, x: torch.Tensor) -> torch.Tensor:
@@ -111,6 +116,7 @@ class PoincareBall(Manifold):
         return math.sqrt(self.c) * x.norm(dim=-1) >= limit
 
     def inner(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Conformal inner product lambda_x^2 <u, v>: (B, d) -> (B,)."""
         return self.lambda_x(x).squeeze(-1) ** 2 * (u * v).sum(-1)
 
     def transp(self, x: torch.Tensor, y: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -118,6 +124,7 @@ class PoincareBall(Manifold):
         return self.lambda_x(x) / self.lambda_x(y) * self.gyration(y, -x, u)
 
     def belongs(self, x: torch.Tensor, atol: float | None = None) -> torch.Tensor:
+        """Bool mask (B,): sqrt(c) ||x|| < 1 - atol."""
         tol = self.atol if atol is None else atol
         return math.sqrt(self.c) * x.norm(dim=-1) < 1 - tol
 
@@ -130,12 +137,15 @@ class PoincareBall(Manifold):
         return lorentz_to_poincare(y, self.c)
 
     def origin(self, *, device=None, dtype=None) -> torch.Tensor:
+        """The centre 0 of the ball: (d,)."""
         return torch.zeros(self.dim, device=device, dtype=dtype)
 
     def origin_frame(self, v: torch.Tensor) -> torch.Tensor:
+        """Orthonormal coordinates v: (B, d) -> tangent vectors v / 2 at 0 (lambda_0 = 2): (B, d)."""
         return v / 2  # lambda_0 = 2
 
     def origin_coords(self, u: torch.Tensor) -> torch.Tensor:
+        """Inverse of `origin_frame`, 2 u: (B, d) -> (B, d)."""
         return 2 * u
 
     def exp_log_det(self, r: torch.Tensor) -> torch.Tensor:
@@ -182,22 +192,27 @@ class Lorentz(Manifold):
         return _dot(u, v) - 2 * u[..., :1] * v[..., :1]
 
     def expmap(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """cosh(sqrt(c) ||u||_L) x + sinh(sqrt(c) ||u||_L) u / (sqrt(c) ||u||_L), then `projx`: (B, d+1) -> (B, d+1)."""
         n = math.sqrt(self.c) * self.minkowski(u, u).clamp_min(0).sqrt()
         return self.projx(torch.cosh(n) * x + sinh_over(n) * u)
 
     def logmap(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The tangent part u = y + c <x, y>_L x of y, rescaled to length dist(x, y): (B, d+1), (B, d+1) -> (B, d+1)."""
         u = y + self.c * self.minkowski(x, y) * x
         s = math.sqrt(self.c) * self.minkowski(u, u).clamp_min(0).sqrt()  # sinh(sqrt(c) dist)
         return asinh_over(s) * u
 
     def projx(self, x: torch.Tensor) -> torch.Tensor:
+        """Keeps the space part and recomputes x_0 = sqrt(1/c + ||space||^2): (B, d+1) -> (B, d+1)."""
         space = x[..., 1:]
         return torch.cat([(1 / self.c + _dot(space, space)).sqrt(), space], dim=-1)
 
     def proju(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """Minkowski-orthogonal projection onto T_x, u + c <x, u>_L x: (B, d+1) -> (B, d+1)."""
         return u + self.c * self.minkowski(x, u) * x
 
     def inner(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """The Minkowski product <u, v>_L: (B, d+1), (B, d+1) -> (B,)."""
         return self.minkowski(u, v).squeeze(-1)
 
     def transp(self, x: torch.Tensor, y: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -206,6 +221,7 @@ class Lorentz(Manifold):
         return u + k * (x + y)
 
     def belongs(self, x: torch.Tensor, atol: float | None = None) -> torch.Tensor:
+        """Bool mask (B,): x_0 > 0 and |c <x, x>_L + 1| <= atol c x_0^2."""
         tol = self.atol if atol is None else atol
         x0 = x[..., 0]
         err = (self.c * self.minkowski(x, x).squeeze(-1) + 1).abs()
@@ -220,14 +236,17 @@ class Lorentz(Manifold):
         return poincare_to_lorentz(x, self.c)
 
     def origin(self, *, device=None, dtype=None) -> torch.Tensor:
+        """(1/sqrt(c), 0, ..., 0): (d+1,)."""
         o = torch.zeros(self.ambient_dim, device=device, dtype=dtype)
         o[0] = 1 / math.sqrt(self.c)
         return o
 
     def origin_frame(self, v: torch.Tensor) -> torch.Tensor:
+        """Orthonormal coordinates v: (B, d) -> tangent vectors (0, v) at the origin: (B, d+1)."""
         return torch.nn.functional.pad(v, (1, 0))
 
     def origin_coords(self, u: torch.Tensor) -> torch.Tensor:
+        """Drops the time coordinate, the inverse of `origin_frame`: (B, d+1) -> (B, d)."""
         return u[..., 1:]
 
     def exp_log_det(self, r: torch.Tensor) -> torch.Tensor:

@@ -36,30 +36,39 @@ class Product(Manifold):
         return zip(self.factors, *parts, strict=True)
 
     def expmap(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """Factor-wise exp, concatenated: (B, ambient_dim), (B, ambient_dim) -> (B, ambient_dim)."""
         return torch.cat([m.expmap(a, b) for m, a, b in self._split(x, u)], dim=-1)
 
     def logmap(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Factor-wise log, concatenated: (B, ambient_dim), (B, ambient_dim) -> (B, ambient_dim)."""
         return torch.cat([m.logmap(a, b) for m, a, b in self._split(x, y)], dim=-1)
 
     def projx(self, x: torch.Tensor) -> torch.Tensor:
+        """Factor-wise `projx`, concatenated: (B, ambient_dim) -> (B, ambient_dim)."""
         return torch.cat([m.projx(a) for m, a in self._split(x)], dim=-1)
 
     def proju(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """Factor-wise `proju`, concatenated: (B, ambient_dim) -> (B, ambient_dim)."""
         return torch.cat([m.proju(a, b) for m, a, b in self._split(x, u)], dim=-1)
 
     def inner(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Sum of the factors' inner products: -> (B,)."""
         return sum(m.inner(a, b, c) for m, a, b, c in self._split(x, u, v))
 
     def dist(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Square root of the sum of the factors' squared distances: -> (B,)."""
         return sum(m.dist(a, b) ** 2 for m, a, b in self._split(x, y)).sqrt()
 
     def transp(self, x: torch.Tensor, y: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """Factor-wise transport, concatenated: (B, ambient_dim) -> (B, ambient_dim)."""
         return torch.cat([m.transp(a, b, c) for m, a, b, c in self._split(x, y, u)], dim=-1)
 
     def at_boundary(self, x: torch.Tensor) -> torch.Tensor:
+        """Bool mask (B,): any factor is at its boundary."""
         return torch.stack([m.at_boundary(a) for m, a in self._split(x)]).any(dim=0)
 
     def belongs(self, x: torch.Tensor, atol: float | None = None) -> torch.Tensor:
+        """Bool mask (B,): every factor's slice lies on that factor."""
         ok = [m.belongs(a, atol) for m, a in self._split(x)]
         return torch.stack(ok).all(dim=0)
 
@@ -70,24 +79,30 @@ class Product(Manifold):
         )
 
     def log_volume(self) -> float:
+        """Sum of the factors' log-volumes (every factor must be compact)."""
         return sum(m.log_volume() for m in self.factors)
 
     def random_base(self, n: int, *, generator: Generators = None, device=None, dtype=None) -> torch.Tensor:
+        """Independent base draws per factor, concatenated: (n, ambient_dim)."""
         return torch.cat(
             [m.random_base(n, generator=generator, device=device, dtype=dtype) for m in self.factors], dim=-1
         )
 
     def base_log_prob(self, x: torch.Tensor) -> torch.Tensor:
+        """Sum of the factors' base log-densities: (B, ambient_dim) -> (B,)."""
         self.check_point(x, "x")
         return sum(m.base_log_prob(a) for m, a in self._split(x))
 
     def origin(self, *, device=None, dtype=None) -> torch.Tensor:
+        """The factors' origins, concatenated: (ambient_dim,)."""
         return torch.cat([m.origin(device=device, dtype=dtype) for m in self.factors])
 
     def origin_frame(self, v: torch.Tensor) -> torch.Tensor:
+        """Factor-wise `origin_frame` on v split by intrinsic dims: (B, dim) -> (B, ambient_dim)."""
         return torch.cat([m.origin_frame(a) for m, a in self._split(v, sizes=self._intrinsic)], dim=-1)
 
     def origin_coords(self, u: torch.Tensor) -> torch.Tensor:
+        """Factor-wise `origin_coords`: (B, ambient_dim) -> (B, dim)."""
         return torch.cat([m.origin_coords(a) for m, a in self._split(u)], dim=-1)
 
     def wrapped_log_prob(self, v: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:

@@ -55,12 +55,14 @@ class Simplex(Manifold):
         return x.clamp_min(torch.finfo(x.dtype).tiny).sqrt()
 
     def expmap(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """Sphere exp at sqrt(x) of u / (2 sqrt(x)), squared back and renormalised: (B, K), (B, K) -> (B, K)."""
         s = self._root(x)
         s_new = self._sphere.expmap(s, u / (2 * s))
         y = s_new * s_new
         return y / y.sum(-1, keepdim=True)
 
     def logmap(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Fisher-Rao log via the sphere: 2 sqrt(x) times the sphere log from sqrt(x) to sqrt(y): (B, K) -> (B, K)."""
         s = self._root(x)
         return 2 * s * self._sphere.logmap(s, self._root(y))
 
@@ -77,6 +79,7 @@ class Simplex(Manifold):
         return u - u.sum(-1, keepdim=True) * x
 
     def inner(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Fisher metric sum_i u_i v_i / x_i: (B, K), (B, K) -> (B,)."""
         return (u * v / x.clamp_min(torch.finfo(x.dtype).tiny)).sum(-1)
 
     def transp(self, x: torch.Tensor, y: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -85,6 +88,7 @@ class Simplex(Manifold):
         return 2 * t * self._sphere.transp(s, t, u / (2 * s))
 
     def belongs(self, x: torch.Tensor, atol: float | None = None) -> torch.Tensor:
+        """Bool mask (B,): |sum x - 1| <= atol and every coordinate >= -atol."""
         tol = self.atol if atol is None else atol
         return ((x.sum(-1) - 1).abs() <= tol) & (x >= -tol).all(dim=-1)
 
@@ -99,6 +103,7 @@ class Simplex(Manifold):
         return log_sphere_volume(self.dim) - math.log(2)
 
     def random_base(self, n: int, *, generator: Generators = None, device=None, dtype=None) -> torch.Tensor:
+        """The Fisher-Rao uniform distribution (see `random_uniform`): (n, K)."""
         return self.random_uniform(n, generator=generator, device=device, dtype=dtype)
 
     def base_log_prob(self, x: torch.Tensor) -> torch.Tensor:

@@ -37,6 +37,9 @@ class Sphere(Manifold):
         self.ambient_dim = d + 1
 
     def expmap(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """cos(||u||) x + sin(||u||) u / ||u||, then `projx`: (B, d+1), (B, d+1) -> (B, d+1).
+
+        Finite first and second derivatives at u = 0."""
         # the norm through a double `where`: finite first and second derivatives at u = 0 (flow maps take
         # forward-mode JVPs through exp at zero-length steps and backpropagate through them)
         sq = (u * u).sum(-1, keepdim=True)
@@ -45,6 +48,9 @@ class Sphere(Manifold):
         return self.projx(torch.cos(n) * x + sin_over(n) * u)
 
     def logmap(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Via the angle atan2(||y - <x, y> x||, <x, y>): (B, d+1), (B, d+1) -> (B, d+1).
+
+        At an exact antipode: the vector of length pi toward the coordinate axis least aligned with x."""
         c = (x * y).sum(-1, keepdim=True)
         u = y - c * x
         s = u.norm(dim=-1, keepdim=True)
@@ -67,12 +73,15 @@ class Sphere(Manifold):
         return torch.atan2((y - c * x).norm(dim=-1), c.squeeze(-1))
 
     def projx(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalises to unit length: (B, d+1) -> (B, d+1)."""
         return x / x.norm(dim=-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
 
     def proju(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """u - <x, u> x: (B, d+1), (B, d+1) -> (B, d+1)."""
         return u - (x * u).sum(-1, keepdim=True) * x
 
     def inner(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Ambient dot product: (B, d+1), (B, d+1) -> (B,)."""
         return (u * v).sum(-1)
 
     def transp(self, x: torch.Tensor, y: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -81,6 +90,7 @@ class Sphere(Manifold):
         return u - k * (x + y)
 
     def belongs(self, x: torch.Tensor, atol: float | None = None) -> torch.Tensor:
+        """Bool mask (B,): | ||x|| - 1 | <= atol."""
         tol = self.atol if atol is None else atol
         return (x.norm(dim=-1) - 1).abs() <= tol
 
@@ -96,6 +106,7 @@ class Sphere(Manifold):
         return log_sphere_volume(self.dim)
 
     def random_base(self, n: int, *, generator: torch.Generator | None = None, device=None, dtype=None) -> torch.Tensor:
+        """Uniform draws (see `random_uniform`): (n, d+1)."""
         return self.random_uniform(n, generator=generator, device=device, dtype=dtype)
 
     def base_log_prob(self, x: torch.Tensor) -> torch.Tensor:
@@ -110,9 +121,11 @@ class Sphere(Manifold):
         return o
 
     def origin_frame(self, v: torch.Tensor) -> torch.Tensor:
+        """Coordinates v: (B, d) -> tangent vectors (0, v) at the north pole: (B, d+1)."""
         return torch.nn.functional.pad(v, (1, 0))
 
     def origin_coords(self, u: torch.Tensor) -> torch.Tensor:
+        """Drops the first coordinate, the inverse of `origin_frame`: (B, d+1) -> (B, d)."""
         return u[..., 1:]
 
     def exp_log_det(self, r: torch.Tensor) -> torch.Tensor:

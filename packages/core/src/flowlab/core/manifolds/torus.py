@@ -38,24 +38,31 @@ class FlatTorus(Manifold):
         return torch.cat([torch.cos(x), torch.sin(x)], dim=-1)
 
     def expmap(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """wrap(x + u): (B, d), (B, d) -> (B, d)."""
         return wrap(x + u)
 
     def logmap(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """wrap(y - x), the shortest signed angle differences: (B, d), (B, d) -> (B, d)."""
         return wrap(y - x)
 
     def projx(self, x: torch.Tensor) -> torch.Tensor:
+        """Wraps angles into `[-pi, pi)`: (B, d) -> (B, d)."""
         return wrap(x)
 
     def proju(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """Identity: every vector is tangent (flat angle coordinates)."""
         return u
 
     def inner(self, x: torch.Tensor, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """Flat dot product: (B, d), (B, d) -> (B,)."""
         return (u * v).sum(-1)
 
     def transp(self, x: torch.Tensor, y: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """Identity: the metric is flat, so parallel transport leaves u unchanged."""
         return u
 
     def belongs(self, x: torch.Tensor, atol: float | None = None) -> torch.Tensor:
+        """Bool mask (B,): every angle lies in `[-pi - atol, pi + atol]`."""
         tol = self.atol if atol is None else atol
         return ((x >= -math.pi - tol) & (x <= math.pi + tol)).all(dim=-1)
 
@@ -77,6 +84,7 @@ class FlatTorus(Manifold):
         return self.dim * math.log(2 * math.pi)
 
     def random_base(self, n: int, *, generator=None, device=None, dtype=None) -> torch.Tensor:
+        """The uniform distribution (see `random_uniform`): (n, d)."""
         return self.random_uniform(n, generator=generator, device=device, dtype=dtype)
 
     def base_log_prob(self, x: torch.Tensor) -> torch.Tensor:
@@ -85,15 +93,19 @@ class FlatTorus(Manifold):
         return torch.full(x.shape[:1], -self.log_volume(), dtype=x.dtype, device=x.device)
 
     def origin(self, *, device=None, dtype=None) -> torch.Tensor:
+        """Zero angles: (d,)."""
         return torch.zeros(self.dim, device=device, dtype=dtype)
 
     def origin_frame(self, v: torch.Tensor) -> torch.Tensor:
+        """Identity (angle coordinates are orthonormal): (B, d) -> (B, d)."""
         return v
 
     def origin_coords(self, u: torch.Tensor) -> torch.Tensor:
+        """Identity, the inverse of `origin_frame`: (B, d) -> (B, d)."""
         return u
 
     def exp_log_det(self, r: torch.Tensor) -> torch.Tensor:
+        """Zeros shaped like r: the flat exp has unit Jacobian determinant (`wrapped_log_prob` sums the windings)."""
         return torch.zeros_like(r)
 
     def wrapped_log_prob(self, v: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:

@@ -48,6 +48,7 @@ class DiTBlock(nn.Module):
         self.modulation = zero_init(nn.Linear(dim, 6 * dim))
 
     def forward(self, x: torch.Tensor, c: torch.Tensor, *, attn_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """x: (B, N, dim), c: (B, dim) -> (B, N, dim): gated attention and MLP residuals on adaLN-modulated norms."""
         check_tensor(x, "x", finite=False)
         if x.dim() != 3 or x.shape[-1] != self.dim:
             raise ValueError(f"x: expected shape (B, N, {self.dim}), got {tuple(x.shape)}")
@@ -135,6 +136,7 @@ class DiT(nn.Module):
         self.out = zero_init(nn.Linear(dim, patch * patch * self.out_channels))
 
     def forward(self, *, x: torch.Tensor, t: torch.Tensor, cond: torch.Tensor | None = None) -> torch.Tensor:
+        """x: (B, in_channels, S, S), t: (B,), cond: (B, cond_dim) or None -> the output (B, out_channels, S, S)."""
         check_tensor(x, "x", finite=False)
         size = self.image_size
         if tuple(x.shape[1:]) != (self.in_channels, size, size):

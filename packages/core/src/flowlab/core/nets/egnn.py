@@ -73,6 +73,8 @@ class EGNNLayer(nn.Module):
         edge_index: torch.Tensor,
         edge_attr: torch.Tensor | None = None,
     ) -> EGNNOutput:
+        """h: (N, h_dim), x: (N, n), edge_index: (2, E), edge_attr: (E, edge_dim) or None -> the updated
+        `EGNNOutput(h, x)` (x is unchanged when `update_coords=False`)."""
         check_tensor(h, "h", min_dim=2, finite=False)
         check_tensor(x, "x", min_dim=2, finite=False)
         if h.dim() != 2 or h.shape[1] != self.h_dim:

@@ -45,6 +45,7 @@ class SinusoidalEmbedding(nn.Module):
         self.dim, self.max_period, self.scale = dim, float(max_period), float(scale)
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
+        """t: (B,) -> the embedding `[cos(w_k a t), sin(w_k a t)]`: (B, dim)."""
         if not isinstance(t, torch.Tensor) or t.dim() != 1:
             shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
             raise ValueError(f"t: expected shape (B,), got {shape}")
@@ -56,6 +57,7 @@ class SinusoidalEmbedding(nn.Module):
         return torch.cat([angles.cos(), angles.sin()], dim=-1)
 
     def extra_repr(self) -> str:
+        """`dim`, `max_period` and `scale`, for the module's repr."""
         return f"dim={self.dim}, max_period={self.max_period:g}, scale={self.scale:g}"
 
 
@@ -81,6 +83,7 @@ class FourierFeatures(nn.Module):
         self.register_buffer("weight", weight.cpu())
 
     def forward(self, v: torch.Tensor) -> torch.Tensor:
+        """v: (B,) or (B, in_features) -> the features `[cos(2 pi v W), sin(2 pi v W)]`: (B, dim)."""
         check_tensor(v, "v", finite=False)
         if v.dim() == 1:
             v = v[:, None]
@@ -90,4 +93,5 @@ class FourierFeatures(nn.Module):
         return torch.cat([angles.cos(), angles.sin()], dim=-1)
 
     def extra_repr(self) -> str:
+        """`dim`, `scale` and `in_features`, for the module's repr."""
         return f"dim={self.dim}, scale={self.scale:g}, in_features={self.in_features}"

@@ -55,6 +55,8 @@ class VelocityAsDenoiser(nn.Module):
         self.field = field
 
     def forward(self, *, x: torch.Tensor, sigma: torch.Tensor, **cond: Any) -> torch.Tensor:
+        """x_sigma: (B, ...), sigma: (B,) -> the denoised x_t + (1 - t) v(x_t, t): (B, ...),
+        with t = 1 / (1 + sigma) and x_t = t x_sigma."""
         _check_levels(sigma, x, "sigma")
         t = rf_time(sigma.to(x.dtype))
         x_t = expand_like(t, x) * x
@@ -79,6 +81,7 @@ class DenoiserAsVelocity(nn.Module):
         self.denoiser, self.sigma_min = denoiser, float(sigma_min)
 
     def forward(self, *, x: torch.Tensor, t: torch.Tensor, **cond: Any) -> torch.Tensor:
+        """x_t: (B, ...), t: (B,) -> the velocity D - (x_sigma - D) / sigma with x_sigma = x_t / t: (B, ...)."""
         _check_levels(t, x, "t")
         tt = t.to(x.dtype)
         sigma = rf_sigma(tt)
@@ -91,6 +94,7 @@ class DenoiserAsVelocity(nn.Module):
         return data - (x_sigma - data) / expand_like(sigma, x)
 
     def extra_repr(self) -> str:
+        """`sigma_min`, for the module's repr."""
         return f"sigma_min={self.sigma_min:g}"
 
 

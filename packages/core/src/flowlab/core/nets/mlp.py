@@ -78,6 +78,7 @@ class MLP(nn.Module):
         self.body = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (..., in_dim) -> (..., out_dim)."""
         check_tensor(x, "x", finite=False)
         if x.shape[-1] != self.in_dim:
             raise ValueError(f"x: expected last dimension {self.in_dim}, got shape {tuple(x.shape)}")
@@ -131,6 +132,8 @@ class TimeMLP(nn.Module):
         s: torch.Tensor | None = None,
         cond: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """x: (B, dim), t: (B,) -> (B, out_dim); s: (B,) is required when `times=2`, cond: (B, cond_dim) when
+        `cond_dim > 0`."""
         check_tensor(x, "x", finite=False)
         if x.dim() != 2 or x.shape[1] != self.dim:
             raise ValueError(f"x: expected shape (B, {self.dim}), got {tuple(x.shape)}")
@@ -202,7 +205,9 @@ class ManifoldMLP(TimeMLP):
         s: torch.Tensor | None = None,
         cond: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """As `TimeMLP.forward`, with the output projected onto the tangent space at x: (B, ambient_dim)."""
         return self.manifold.proju(x, super().forward(x=x, t=t, s=s, cond=cond))
 
     def extra_repr(self) -> str:
+        """The manifold, for the module's repr."""
         return f"manifold={self.manifold!r}"

@@ -52,6 +52,7 @@ class DenoiserAsTimeModel(nn.Module):
         self.denoiser, self.schedule = denoiser, _check_schedule(schedule)
 
     def forward(self, *, x: torch.Tensor, t: torch.Tensor, **cond: Any) -> torch.Tensor:
+        """x_t: (B, ...), t: (B,) -> the data prediction D(x_t / alpha_t; sigma_t / alpha_t): (B, ...)."""
         _check_per_sample(t, x, "t")
         out = self.schedule(t.to(torch.float64))
         if bool((out.alpha <= 0).any()) or bool((out.sigma <= 0).any()):
@@ -75,6 +76,7 @@ class TimeModelAsDenoiser(nn.Module):
         self.model, self.schedule = model, _check_schedule(schedule)
 
     def forward(self, *, x: torch.Tensor, sigma: torch.Tensor, **cond: Any) -> torch.Tensor:
+        """x_sigma: (B, ...), sigma: (B,) -> model(alpha_t x_sigma, t) with t = snr_inverse(1 / sigma): (B, ...)."""
         _check_per_sample(sigma, x, "sigma")
         if bool((sigma <= 0).any()) or not bool(torch.isfinite(sigma).all()):
             raise ValueError("sigma: expected finite noise levels > 0")

@@ -106,6 +106,7 @@ class ECMPreconditioner(_Preconditioner):
         )
 
     def extra_repr(self) -> str:
+        """`sigma_data` and `sigma_min`, for the module's repr."""
         return f"sigma_data={self.sigma_data:g}, sigma_min={self.sigma_min:g}"
 
 
@@ -133,6 +134,7 @@ class ClassifierFreeGuidance(nn.Module):
         self.field, self.scale, self.null_cond = field, float(scale), dict(null_cond)
 
     def forward(self, *, x: torch.Tensor, t: torch.Tensor, **cond: Any) -> torch.Tensor:
+        """x: (B, ...), t: (B,) -> the guided field u_null + scale (u_cond - u_null): (B, ...)."""
         check_tensor(x, "x", finite=False)
         batch = x.shape[0]
         missing = sorted(set(self.null_cond) - set(cond))
@@ -165,4 +167,5 @@ class ClassifierFreeGuidance(nn.Module):
         )
 
     def extra_repr(self) -> str:
+        """`scale` and the names of the guided conditions, for the module's repr."""
         return f"scale={self.scale:g}, null_cond={sorted(self.null_cond)}"

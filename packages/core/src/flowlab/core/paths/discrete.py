@@ -38,11 +38,14 @@ class LogLinearKappa(Schedule):
         self.eps = float(eps)
 
     def __call__(self, t: torch.Tensor) -> ScheduleOutput:
+        """alpha = kappa_t = eps + (1 - eps) t, sigma = 1 - kappa_t and their slopes 1 - eps and -(1 - eps),
+        shaped like t."""
         kappa = self.eps + (1 - self.eps) * t
         slope = torch.full_like(t, 1 - self.eps)
         return ScheduleOutput(kappa, 1 - kappa, slope, -slope)
 
     def snr_inverse(self, snr: torch.Tensor) -> torch.Tensor:
+        """The t with kappa_t / (1 - kappa_t) == snr: (snr / (1 + snr) - eps) / (1 - eps)."""
         return (snr / (1 + snr) - self.eps) / (1 - self.eps)
 
 

@@ -156,18 +156,22 @@ class GaussianToGaussian:
 
     @property
     def mu_0(self) -> torch.Tensor:
+        """Source mean mu_0: (D,)."""
         return self._params["mu_0"]
 
     @property
     def mu_1(self) -> torch.Tensor:
+        """Data mean mu_1: (D,)."""
         return self._params["mu_1"]
 
     @property
     def cov_0(self) -> torch.Tensor:
+        """Source covariance (diagonal variances expanded to a matrix): (D, D)."""
         return self._params["cov_0"]
 
     @property
     def cov_1(self) -> torch.Tensor:
+        """Data covariance (diagonal variances expanded to a matrix): (D, D)."""
         return self._params["cov_1"]
 
     def _sched(self, t: torch.Tensor):
@@ -328,10 +332,12 @@ class GaussianMixture:
 
     @property
     def weights(self) -> torch.Tensor:
+        """Mixture weights w_k: (K,)."""
         return self._params["log_w"].exp()
 
     @property
     def means(self) -> torch.Tensor:
+        """Component means mu_k: (K, D)."""
         return self._params["means"]
 
     @property

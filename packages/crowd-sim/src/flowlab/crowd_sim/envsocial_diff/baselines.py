@@ -32,6 +32,8 @@ class SocialForcePolicy:
         self.boxes = self.scene.obstacles.corners.float()
 
     def __call__(self, state: StepState) -> torch.Tensor:
+        """The social-force accelerations of the pedestrians of `state` with the scene's obstacle boxes, shaped like
+        `state.positions`."""
         return social_force(
             state.positions,
             state.velocities,

@@ -96,6 +96,7 @@ class SceneEnvironment:
     brightness: torch.Tensor  # (C,)
 
     def to(self, device: torch.device | str) -> SceneEnvironment:
+        """A copy with every tensor moved to `device`."""
         return SceneEnvironment(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
 
     def transformed(self, rotation: torch.Tensor, shift: torch.Tensor) -> SceneEnvironment:
@@ -145,9 +146,11 @@ class StepInputs:
 
     @property
     def num_nodes(self) -> int:
+        """The number of pedestrians N (nodes) in the inputs."""
         return self.rotations.shape[0]
 
     def to(self, device: torch.device | str) -> StepInputs:
+        """A copy with every tensor moved to `device`."""
         return StepInputs(**{f.name: getattr(self, f.name).to(device) for f in fields(self)})
 
     @staticmethod

@@ -64,6 +64,7 @@ class EnvSocialConfig(Config):
 
     @property
     def environment(self) -> bool:
+        """Whether the environment branch is on (obstacles or objects of interest)."""
         return self.obstacles or self.interests
 
 

@@ -156,6 +156,8 @@ class EnvSocialDiff:
 
     # ----------------------------------------------------------------------------------------------- persistence
     def save(self, path: str | Path) -> Path:
+        """Writes the config, destination force, scale and denoiser weights to `path` (parents created), for `load`;
+        returns the path."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save(

@@ -119,6 +119,7 @@ class SpreadEnvs:
         return SpreadStep(self._stack(obs), np.asarray(rew, np.float32), np.asarray(term), np.asarray(trunc))
 
     def close(self) -> None:
+        """Closes every environment copy."""
         for env in self.envs:
             env.close()
 

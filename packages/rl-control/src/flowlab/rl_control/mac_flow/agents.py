@@ -69,10 +69,12 @@ class MARLAgent(nn.Module):
         self.obs_dim, self.act_dim, self.n_agents = obs_dim, act_dim, n_agents
 
     def stages(self) -> Sequence[Stage]:  # pragma: no cover - abstract
+        """The training stages, run in order."""
         raise NotImplementedError
 
     @property
     def act_network(self) -> nn.Module:  # pragma: no cover - abstract
+        """The module that acting calls; the latency table counts its forward calls per joint action."""
         raise NotImplementedError
 
     def act(self, obs: torch.Tensor, *, generator: torch.Generator | None = None) -> torch.Tensor:

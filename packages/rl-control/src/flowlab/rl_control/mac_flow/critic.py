@@ -33,6 +33,7 @@ class QMixer(nn.Module):
         self.b2 = MLP(state_dim, 1, (embed_dim,), act="relu")
 
     def forward(self, q: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """q: (B, N) per-agent values, state: (B, S) -> Q_tot: (B,), monotone in each agent's value."""
         w1 = self.w1(state).abs().reshape(-1, self.n_agents, self.embed_dim)
         hidden = F.elu(torch.einsum("bn,bne->be", q, w1) + self.b1(state))
         return (hidden * self.w2(state).abs()).sum(-1) + self.b2(state)[:, 0]

@@ -52,6 +52,7 @@ class JointFlowBC(nn.Module):
 
     @property
     def num_flow_steps(self) -> int:
+        """The number of network calls per `sample` (the flow's Euler steps)."""
         return self.flow.num_flow_steps
 
     def _rows(self, obs: torch.Tensor) -> torch.Tensor:

@@ -82,6 +82,8 @@ class DecentralisedOneStepPolicy(nn.Module):
         self.onestep = OneStepPolicy(obs_dim + n_agents, act_dim, hidden)
 
     def forward(self, obs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+        """obs: (B, N, O), noise: (B, N, A) -> actions (B, N, A), each agent's row from its own observation, id and
+        noise."""
         b, n, _ = obs.shape
         return self.onestep(with_agent_ids(obs).flatten(0, 1), noise.flatten(0, 1)).reshape(b, n, self.act_dim)
 
@@ -144,6 +146,8 @@ class MACFlow(MARLAgent):
         self.critic = FactorisedCritic(obs_dim, act_dim, n_agents, c.hidden, mixer=c.mixer, ensemble=c.ensemble)
 
     def stages(self) -> tuple[Stage, ...]:
+        """The stages "bc" (the joint flow) then "policy" (the one-step policy and critic, with a target update after
+        each step)."""
         c = self.config
         return (
             Stage("bc", FlowBCObjective(self.flow), c.lr),
@@ -157,6 +161,7 @@ class MACFlow(MARLAgent):
 
     @property
     def act_network(self) -> nn.Module:
+        """The one-step policy's network, called once per joint action."""
         return self.policy.onestep.net
 
     def _act(self, obs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:

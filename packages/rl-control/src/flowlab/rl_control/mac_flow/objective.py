@@ -67,4 +67,5 @@ class FlowBCObjective(nn.Module):
         self.flow = flow
 
     def forward(self, batch: dict[str, torch.Tensor], generator: torch.Generator):
+        """`(loss, {})`: the flow-matching loss of the flow on `batch["obs"]` and `batch["actions"]`."""
         return self.flow.loss(batch["obs"], batch["actions"], generator=generator), {}

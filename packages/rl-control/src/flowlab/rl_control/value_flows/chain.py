@@ -52,10 +52,12 @@ class ChainMDP:
 
     @property
     def obs_dim(self) -> int:
+        """The observation size: one-hot cells, so `n_cells`."""
         return self.n_cells
 
     @property
     def reward_range(self) -> tuple[float, float]:
+        """The smallest and largest reward of one step, `(step_reward, step_reward + max(bonuses))`."""
         return self.step_reward, self.step_reward + max(self.bonuses)
 
     def observe(self, position: torch.Tensor) -> torch.Tensor:

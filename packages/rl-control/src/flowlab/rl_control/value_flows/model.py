@@ -162,6 +162,7 @@ class ScalarCritic(TargetNetwork):
         super().__init__(nn.ModuleList(MLP(obs_dim + act_dim, 1, hidden, layer_norm=True) for _ in range(n_critics)))
 
     def values(self, obs, act, *, target: bool = False) -> torch.Tensor:
+        """The K Q-values: obs: (B, O), act: (B, A) -> (K, B), from the target networks when `target` is true."""
         x = torch.cat([obs, act], -1)
         return torch.stack([m(x)[:, 0] for m in self.pick(target)])
 
@@ -174,9 +175,12 @@ class C51Critic(TargetNetwork):
         self.register_buffer("atoms", torch.linspace(v_range[0], v_range[1], n_atoms))
 
     def logits(self, obs, act, *, target: bool = False) -> torch.Tensor:
+        """The return distribution's logits: obs: (B, O), act: (B, A) -> (B, n_atoms), from the target network when
+        `target` is true."""
         return self.pick(target)(torch.cat([obs, act], -1))
 
     def sample(self, obs, act, n: int, *, generator: torch.Generator) -> torch.Tensor:
+        """`n` returns per pair drawn from the online distribution's atoms: obs: (B, O), act: (B, A) -> (B, n)."""
         probs = self.logits(obs, act).softmax(-1)
         return self.atoms[torch.multinomial(probs, n, replacement=True, generator=generator)]
 
@@ -204,8 +208,11 @@ class IQNCritic(TargetNetwork):
         super().__init__(_QuantileNet(obs_dim, act_dim, tuple(hidden), n_cos))
 
     def quantiles(self, obs, act, taus, *, target: bool = False) -> torch.Tensor:
+        """The return quantiles at `taus`: obs: (B, O), act: (B, A), taus: (B, N) -> (B, N), from the target network
+        when `target` is true."""
         return self.pick(target)(torch.cat([obs, act], -1), taus)
 
     def sample(self, obs, act, n: int, *, generator: torch.Generator) -> torch.Tensor:
+        """`n` returns per pair, the online quantiles at uniform random levels: obs: (B, O), act: (B, A) -> (B, n)."""
         taus = rand((obs.shape[0], n), generator=generator, device=obs.device, dtype=obs.dtype)
         return self.quantiles(obs, act, taus)

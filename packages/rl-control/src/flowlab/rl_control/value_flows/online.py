@@ -60,10 +60,12 @@ class OnlineReplay:
 
     @property
     def obs_dim(self) -> int:
+        """The observation size of the offline dataset."""
         return self.dataset.obs_dim
 
     @property
     def act_dim(self) -> int:
+        """The action size of the offline dataset."""
         return self.dataset.act_dim
 
     def sampler(
@@ -117,4 +119,5 @@ class OnlineReplay:
         return buf
 
     def close(self) -> None:
+        """Closes the vectorised environment."""
         self.env.close()

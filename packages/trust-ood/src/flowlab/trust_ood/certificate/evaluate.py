@@ -81,6 +81,8 @@ class StudyConfig(Config):
             raise ValueError(f"ode_steps: expected a positive int, got {self.ode_steps!r}")
 
     def pde_config(self) -> PDEConfig:
+        """The default `PDEConfig` of this study's PDE at grid size `n`; ValueError for a study trained on the user's
+        arrays."""
         if self.pde is None:
             raise ValueError("pde: this study was trained on the user's arrays; it has no PDE to generate data from")
         return PDEConfig.default(self.pde, self.n)

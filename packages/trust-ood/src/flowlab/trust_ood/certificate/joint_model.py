@@ -64,6 +64,7 @@ class JointScoreModel(nn.Module):
         self.register_buffer("std", std)
 
     def check_fields(self, z: torch.Tensor, name: str = "z") -> None:
+        """Raises ValueError (naming `name`) unless z is a finite (B, channels, length) tensor."""
         if not isinstance(z, torch.Tensor) or z.dim() != 3 or tuple(z.shape[1:]) != (self.channels, self.length):
             shape = tuple(z.shape) if isinstance(z, torch.Tensor) else type(z).__name__
             raise ValueError(f"{name}: expected shape (B, {self.channels}, {self.length}), got {shape}")
@@ -80,6 +81,8 @@ class JointScoreModel(nn.Module):
         return float(-self.length * torch.log(self.std).sum())
 
     def forward(self, *, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """The score in standardised units, `-net(c_in x, t) / sigma(t)`:
+        x: (B, channels, length), t: (B,) -> (B, channels, length)."""
         sigma = self.schedule(t).sigma.to(x.dtype)[:, None, None]
         c_in = torch.rsqrt(1 + sigma**2)
         return -self.net(x=c_in * x, t=t) / sigma

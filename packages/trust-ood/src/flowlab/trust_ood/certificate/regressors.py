@@ -37,6 +37,8 @@ class SpectralConv1d(nn.Module):
         self.weight = nn.Parameter(scale * torch.randn(channels, channels, modes, 2))
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
+        """h: (B, in, n) -> (B, out, n), the lowest `modes` Fourier coefficients mixed by the learned weights and the
+        rest zeroed."""
         n = h.shape[-1]
         h_hat = torch.fft.rfft(h, dim=-1)
         m = min(self.modes, h_hat.shape[-1])
@@ -63,6 +65,7 @@ class FNO1d(nn.Module):
         self.project = nn.Sequential(nn.Conv1d(width, 2 * width, 1), nn.GELU(), nn.Conv1d(2 * width, 1, 1))
 
     def forward(self, x: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
+        """x: (B, 1, n), param: (B,) -> the predicted field (B, 1, n)."""
         _check_inputs(x, param, None)
         n = x.shape[-1]
         coord = torch.linspace(0, 1, n + 1, device=x.device, dtype=x.dtype)[:n].expand(x.shape[0], 1, n)
@@ -90,6 +93,7 @@ class CNN1d(nn.Module):
         self.project = nn.Conv1d(width, 1, 1)
 
     def forward(self, x: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
+        """x: (B, 1, n), param: (B,) -> the predicted field (B, 1, n)."""
         _check_inputs(x, param, None)
         h = self.lift(torch.cat([x, param[:, None, None].expand(-1, 1, x.shape[-1])], dim=1))
         for blk in self.blocks:

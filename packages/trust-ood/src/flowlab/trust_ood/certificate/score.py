@@ -240,6 +240,7 @@ class ErrorModel:
 
     @staticmethod
     def fit(scores: torch.Tensor, errors: torch.Tensor) -> ErrorModel:
+        """Fits a and b by least squares of log err on c: scores, errors: (N,) with N >= 2 and positive errors."""
         c = torch.as_tensor(scores, dtype=torch.float64).flatten()
         e = torch.as_tensor(errors, dtype=torch.float64).flatten()
         if c.shape != e.shape or c.numel() < 2:
@@ -251,4 +252,5 @@ class ErrorModel:
         return ErrorModel(a=float(torch.exp(coef[0])), b=float(coef[1]))
 
     def predict(self, scores: torch.Tensor) -> torch.Tensor:
+        """The predicted errors `a * exp(-b * c)` of `scores`, in float64 and of their shape."""
         return self.a * torch.exp(-self.b * torch.as_tensor(scores, dtype=torch.float64))

@@ -43,6 +43,8 @@ class ArrayRegressor(nn.Module):
         self.regressor = regressor
 
     def forward(self, x: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
+        """x: (B, 1, n), param: (B,) (unused) -> `regressor(x[:, 0])` as (B, 1, n), checked to match its input's
+        shape."""
         out = self.regressor(x[:, 0])
         if not isinstance(out, torch.Tensor) or out.shape != x[:, 0].shape:
             shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__

@@ -47,6 +47,8 @@ class IntervalClassDiT(nn.Module):
         nn.init.zeros_(self.interval[1].bias)
 
     def forward(self, *, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor, interval: torch.Tensor) -> torch.Tensor:
+        """The DiT's output for x: (B, ...), t: (B,), labels y: (B,) and interval: (B,), conditioned on the label plus
+        interval embeddings -> (B, ...)."""
         check_labels(y, x.shape[0], self.net.num_classes, allow_null=True)
         cond = self.net.labels(y) + self.interval(interval.to(x.dtype))
         return self.net.net(x=x, t=t, cond=cond)
@@ -66,9 +68,12 @@ class MeanFlowStudent(nn.Module):
         return self.field.denoiser.net
 
     def velocity(self, *, x: torch.Tensor, s: torch.Tensor, t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The average velocity u(x, s, t), the field at time s with interval `t - s`:
+        x: (B, 1, S, S), s, t, y: (B,) -> (B, 1, S, S)."""
         return self.field(x=x, t=s, y=y, interval=t - s)
 
     def forward(self, *, x: torch.Tensor, s: torch.Tensor, t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The flow map `x + (t - s) u(x, s, t)`: x: (B, 1, S, S), s, t, y: (B,) -> (B, 1, S, S)."""
         return x + expand_like(t - s, x) * self.velocity(x=x, s=s, t=t, y=y)
 
 

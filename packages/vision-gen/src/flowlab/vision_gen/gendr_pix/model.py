@@ -123,6 +123,7 @@ class ResidualBlock(nn.Module):
         self.body = nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.SiLU(), nn.Conv2d(c, c, 3, padding=1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, c, H, W) -> `x + 0.1 body(x)`: (B, c, H, W)."""
         return x + 0.1 * self.body(x)
 
 
@@ -148,6 +149,7 @@ class SRNet(nn.Module):
         return self.body(self.conv_in(x) + self.condition(c)[:, :, None, None])
 
     def forward(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        """x: (B, in_channels, h, w), c: (B,) -> (B, out_channels, h, w)."""
         return self.conv_out(self.head(self.features(x, c)))
 
     def with_ends(self, in_channels: int, out_channels: int, *, zero_out: bool = False) -> SRNet:
@@ -187,10 +189,13 @@ class LatentTeacher(nn.Module):
         return self.autoencoder.decode(z / self.autoencoder.config.scaling_factor).sample
 
     def latent(self, x_up: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        """The restored latent `z + net(z, c)` with z = E(x_up): x_up: (B, C, H, W), c: (B,) -> the latents of
+        `encode`'s shape."""
         z = self.encode(x_up)
         return z + self.net(z, c)
 
     def forward(self, x_up: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        """The restored image D(`latent(x_up, c)`): x_up: (B, C, H, W), c: (B,) -> (B, C, H, W)."""
         return self.decode(self.latent(x_up, c))
 
 
@@ -204,9 +209,12 @@ class StageOne(nn.Module):
         self.factor = teacher.autoencoder.settings.downsample
 
     def latent(self, x_up: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        """The latent `net(unshuffle_r(x_up), c)`, no encoder: x_up: (B, C, H, W), c: (B,) -> the teacher's latent
+        shape."""
         return self.net(F.pixel_unshuffle(x_up, self.factor), c)
 
     def forward(self, x_up: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        """The image `latent(x_up, c)` through the frozen decoder: x_up: (B, C, H, W), c: (B,) -> (B, C, H, W)."""
         return self.autoencoder.decode(self.latent(x_up, c) / self.autoencoder.config.scaling_factor).sample
 
 
@@ -220,6 +228,7 @@ class PixelSR(nn.Module):
         self.factor = factor
 
     def forward(self, x_up: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        """The image `x_up + shuffle_r(net(unshuffle_r(x_up), c))`: x_up: (B, C, H, W), c: (B,) -> (B, C, H, W)."""
         return x_up + F.pixel_shuffle(self.net(F.pixel_unshuffle(x_up, self.factor), c), self.factor)
 
 
@@ -235,6 +244,8 @@ class FeatureDiscriminator(nn.Module):
         self.head = nn.Sequential(nn.Conv2d(width, width, 3, padding=1), nn.SiLU(), nn.Conv2d(width, 1, 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, ...) latents or pixels -> patch logits (B, 1, h, w), the backbone's features under the positive
+        condition."""
         x = F.pixel_unshuffle(x, self.unshuffle) if self.unshuffle > 1 else x
         c = torch.full((x.shape[0],), POSITIVE, dtype=torch.long, device=x.device)
         return self.head(self.backbone.features(x, c))

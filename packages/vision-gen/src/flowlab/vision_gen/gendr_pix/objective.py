@@ -41,6 +41,7 @@ class TeacherObjective(nn.Module):
         self.teacher = teacher
 
     def forward(self, batch: dict[str, torch.Tensor], generator: torch.Generator) -> tuple[torch.Tensor, Logs]:
+        """`(latent L1 + pixel L1, logs)` of the teacher on `batch` (`x_up`, `hr`, `c`)."""
         target = torch.where(_negative(batch), batch["x_up"], batch["hr"])
         with torch.no_grad():
             z_target = self.teacher.encode(target)
@@ -60,6 +61,7 @@ class StageOneObjective(nn.Module):
         self.gan_weight = config.gan_weight
 
     def forward(self, batch: dict[str, torch.Tensor], generator: torch.Generator) -> tuple[torch.Tensor, Logs]:
+        """`(L1 to the teacher latents + gan_weight G loss + D loss, logs)` of the student on `batch`."""
         with torch.no_grad():
             z_teacher = self.teacher.latent(batch["x_up"], batch["c"])
         z = self.student.latent(batch["x_up"], batch["c"])
@@ -82,6 +84,8 @@ class StageTwoObjective(nn.Module):
         self.config = config
 
     def forward(self, batch: dict[str, torch.Tensor], generator: torch.Generator) -> tuple[torch.Tensor, Logs]:
+        """`(loss, logs)`: L1 to the teacher's image plus the GAN, perceptual and (with `fourier`) masked Fourier terms
+        and the D loss."""
         cfg, r = self.config, self.config.factor
         with torch.no_grad():
             y_teacher = self.teacher(batch["x_up"], batch["c"])
@@ -112,6 +116,7 @@ class NaiveObjective(nn.Module):
         self.teacher = None if teacher is None else teacher.eval().requires_grad_(False)
 
     def forward(self, batch: dict[str, torch.Tensor], generator: torch.Generator) -> tuple[torch.Tensor, Logs]:
+        """`(L1 of the student's output to its target, logs)` on `batch`."""
         if self.teacher is None:
             target = torch.where(_negative(batch), batch["x_up"], batch["hr"])
         else:

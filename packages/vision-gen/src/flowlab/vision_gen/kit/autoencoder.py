@@ -128,6 +128,7 @@ class ResBlock(nn.Module):
         self.body = nn.Sequential(*conv, group_norm(c), nn.SiLU(), nn.Conv2d(c, c, 3, padding=1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, c, H, W) -> `x + body(x)`: (B, c, H, W)."""
         return x + self.body(x)
 
 
@@ -200,10 +201,12 @@ class TinyAutoencoder(nn.Module):
 
     @property
     def dtype(self) -> torch.dtype:
+        """The dtype of the parameters."""
         return next(self.parameters()).dtype
 
     @property
     def device(self) -> torch.device:
+        """The device of the parameters."""
         return next(self.parameters()).device
 
     def _posterior(self, x: torch.Tensor) -> DiagonalGaussianDistribution:

@@ -98,6 +98,7 @@ class LinearCorruption(Corruption):
         return self.lift(self.measure(_images(x)))
 
     def sample(self, x: torch.Tensor, *, generator: torch.Generator | None = None) -> torch.Tensor:
+        """y = `lift(measure(x) + noise_std e)`: x: (B, C, H, W) -> (B, C, H, W), the noise drawn from `generator`."""
         m = self.measure(_images(x))
         if self.noise_std > 0:
             m = m + self.noise_std * randn(m.shape, generator=generator, device=m.device, dtype=m.dtype)
@@ -117,12 +118,15 @@ class GaussianNoise(LinearCorruption):
 
     @property
     def identifiable(self) -> bool:
+        """Always true: the identity is injective."""
         return True
 
     def measure(self, x: torch.Tensor) -> torch.Tensor:
+        """The identity: x: (B, C, H, W) -> x."""
         return x
 
     def lift(self, m: torch.Tensor) -> torch.Tensor:
+        """The identity: m: (B, C, H, W) -> m."""
         return m
 
 
@@ -142,14 +146,17 @@ class AvgPool(LinearCorruption):
 
     @property
     def identifiable(self) -> bool:
+        """True only for k = 1 (no pooling)."""
         return self.k == 1
 
     def measure(self, x: torch.Tensor) -> torch.Tensor:
+        """k x k average pooling: x: (B, C, H, W) -> (B, C, H / k, W / k); ValueError unless k divides H and W."""
         if x.shape[-1] % self.k or x.shape[-2] % self.k:
             raise ValueError(f"x: image side {tuple(x.shape[-2:])} is not a multiple of the pooling size k={self.k}")
         return F.avg_pool2d(x, self.k)
 
     def lift(self, m: torch.Tensor) -> torch.Tensor:
+        """Nearest upsampling by k: m: (B, C, h, w) -> (B, C, k h, k w)."""
         return m.repeat_interleave(self.k, -2).repeat_interleave(self.k, -1)
 
 
@@ -179,6 +186,7 @@ class DCTProjection(LinearCorruption):
 
     @property
     def identifiable(self) -> bool:
+        """Always false: the high frequencies are lost."""
         return False
 
     def _transform(self, x: torch.Tensor, *, inverse: bool) -> torch.Tensor:
@@ -197,6 +205,7 @@ class DCTProjection(LinearCorruption):
         return self._transform(x, inverse=False)
 
     def lift(self, m: torch.Tensor) -> torch.Tensor:
+        """The inverse DCT of the kept coefficients, the others zero: m -> (B, C, H, W)."""
         return self._transform(m, inverse=True)
 
 
@@ -222,14 +231,17 @@ class LinearOperator(LinearCorruption):
 
     @property
     def identifiable(self) -> bool:
+        """Whether A has full column rank."""
         return self._rank == self.matrix.shape[1]
 
     def measure(self, x: torch.Tensor) -> torch.Tensor:
+        """`vec(x) A^T`: x: (B, C, H, W) of `image_shape` -> (B, M); ValueError for other image shapes."""
         if tuple(x.shape[1:]) != self.image_shape:
             raise ValueError(f"x: expected images of shape {self.image_shape}, got {tuple(x.shape[1:])}")
         return x.flatten(1) @ self.matrix.to(device=x.device, dtype=x.dtype).T
 
     def lift(self, m: torch.Tensor) -> torch.Tensor:
+        """`m (A^+)^T` reshaped to images: m: (B, M) -> (B, C, H, W)."""
         return (m @ self.pinv.to(device=m.device, dtype=m.dtype).T).view(m.shape[0], *self.image_shape)
 
 
@@ -248,18 +260,22 @@ class PixelMask(Corruption):
 
     @property
     def identifiable(self) -> bool:
+        """Whether the corruption is identifiable: p < 1 with the mask revealed."""
         return self.p < 1 and self.reveal_mask
 
     def observation_channels(self, channels: int) -> int:
+        """`channels`, plus one for the mask channel with `reveal_mask`."""
         return channels + int(self.reveal_mask)
 
     def sample(self, x: torch.Tensor, *, generator: torch.Generator | None = None) -> torch.Tensor:
+        """x: (B, C, H, W) -> x with hidden pixels zeroed, plus the mask as a last channel with `reveal_mask`."""
         x = _images(x)
         u = torch.rand((x.shape[0], 1, *x.shape[2:]), generator=generator, dtype=x.dtype).to(x.device)
         mask = (u >= self.p).to(x.dtype)
         return torch.cat([x * mask, mask], 1) if self.reveal_mask else x * mask
 
     def start(self, y: torch.Tensor) -> torch.Tensor:
+        """y without its mask channel (with `reveal_mask`): (B, C_y, H, W) -> (B, C, H, W)."""
         y = _images(y, "y")
         return y[:, :-1] if self.reveal_mask else y
 

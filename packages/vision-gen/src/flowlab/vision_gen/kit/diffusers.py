@@ -54,6 +54,8 @@ class DiffusersDenoiser(nn.Module):
         return self.unet(x, k, encoder_hidden_states=embeds.expand(x.shape[0], -1, -1)).sample
 
     def forward(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """x: (B, C, H, W), t: (B,) core time -> the UNet output with the prompt embeddings, classifier-free guided when
+        `guidance_scale` != 1."""
         k = self.schedule.timestep_of(t.to(torch.float64)).to(x.dtype)
         out = self._call(x, k, self.prompt_embeds)
         if self.guidance_scale != 1.0:

@@ -64,6 +64,7 @@ class DigitsFeatureNet(nn.Module):
         return F.relu(self.fc(h.flatten(1)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, 1, 16, 16) -> class logits (B, 10)."""
         return self.head(self.features(x))
 
 

@@ -54,6 +54,8 @@ class UNetField(nn.Module):
         self.unet, self.schedule, self.prediction = unet, schedule, Prediction.parse(prediction)
 
     def forward(self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
+        """x: (B, C, H, W), t: (B,) core time, y: (B,) class labels or None -> the UNet output at timestep
+        `schedule.timestep_of(t)`."""
         timestep = self.schedule.timestep_of(t.to(torch.float64)).to(x.dtype)
         return self.unet(x, timestep, class_labels=y).sample
 
@@ -99,9 +101,11 @@ class ClassDiT(nn.Module):
 
     @property
     def null_label(self) -> int:
+        """The null label's index, `num_classes`."""
         return self.num_classes
 
     def forward(self, *, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
+        """x: (B, C, S, S), t: (B,), y: (B,) int64 labels (None: the null label) -> (B, out_channels, S, S)."""
         if y is None:
             y = torch.full((x.shape[0],), self.null_label, dtype=torch.long, device=x.device)
         check_labels(y, x.shape[0], self.num_classes, allow_null=True)
@@ -130,6 +134,7 @@ class DiTField(nn.Module):
         self.net, self.schedule, self.prediction = net, schedule, Prediction.parse(prediction)
 
     def forward(self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
+        """x: (B, C, H, W), t: (B,) core time, y: (B,) labels (a `ClassDiT` only) -> the DiT output."""
         if isinstance(self.net, ClassDiT):
             return self.net(x=x, t=t, y=y)
         if y is not None:

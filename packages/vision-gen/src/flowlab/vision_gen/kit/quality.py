@@ -85,10 +85,12 @@ class PairQuality:
 
     @property
     def mean_psnr(self) -> float:
+        """The mean PSNR (dB) over the pairs."""
         return float(np.mean(self.psnr))
 
     @property
     def mean_ssim(self) -> float:
+        """The mean SSIM over the pairs."""
         return float(np.mean(self.ssim))
 
 

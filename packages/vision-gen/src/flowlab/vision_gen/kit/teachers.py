@@ -115,6 +115,7 @@ class DigitsTeacher(nn.Module):
 
     @property
     def family(self) -> str:
+        """The teacher's family, from its config (e.g. "rf" or "edm")."""
         return self.config.family
 
     def denoiser(self) -> EDMPreconditioner:

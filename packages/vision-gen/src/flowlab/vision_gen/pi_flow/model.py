@@ -108,9 +108,12 @@ class Student(nn.Module):
         self.backbone, self.head = backbone, head
 
     def forward(self, *, x: torch.Tensor, t: torch.Tensor, **cond) -> Policy:
+        """The same as `policy(x, t, **cond)`, so that a DDP wrapper calls it."""
         return self.policy(x, t, **cond)
 
     def policy(self, x: torch.Tensor, t: torch.Tensor, **cond) -> Policy:
+        """The head's policy built from the backbone's output at x_src = x: (B, ...), t_src = t: (B,) (a DX head's grid
+        spanning `[t, 1]`)."""
         raw = self.backbone(x=x, t=t, **cond)
         if isinstance(self.head, GMHead):
             return self.head(raw, x, t)

@@ -162,6 +162,7 @@ class DMDPair(torch.nn.Module):
         self.student, self.fake = student, fake
 
     def forward(self, *, x: torch.Tensor, t: torch.Tensor, **cond: Any):
+        """The student's policy at x: (B, ...), t: (B,) (the generator's forward; the fake field is called directly)."""
         return self.student(x=x, t=t, **cond)
 
 

@@ -26,12 +26,15 @@ class ToyTeacher:
     num_modes: int = 8
 
     def velocity(self, *, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """The exact CondOT velocity of the toy: x: (n, 2), t: (n,) -> (n, 2)."""
         return self.problem.velocity(x=x, t=t) if self.name == "checkerboard" else self.problem.velocity(x, t)
 
     def sample(self, n: int, *, generator: torch.Generator | None = None) -> torch.Tensor:
+        """`n` float32 draws from the toy's data distribution: (n, 2)."""
         return self.problem.sample_data(n, generator=generator).float()
 
     def mode(self, x: torch.Tensor) -> torch.Tensor:
+        """The mode index of each point, -1 off every mode: x: (n, 2) -> (n,) int64."""
         if self.name == "checkerboard":
             corners = self.problem.corners.to(x)
             cell = torch.floor(x)

@@ -35,6 +35,8 @@ class AmbientDenoiser(nn.Module):
             self.net = TimeMLP(d, cond_dim=d // self.image_shape[0], hidden=hidden)
 
     def forward(self, *, x: torch.Tensor, t: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The x-prediction from the masked image `x * mask`: x: (B, C, H, W), t: (B,), mask: (B, 1, H, W)
+        -> (B, C, H, W)."""
         return self.net(x=(x * mask).flatten(1), t=t, cond=mask.flatten(1)).view(x.shape)
 
 

@@ -72,6 +72,7 @@ class SFBDConfig(Config):
         return 0.2 if self.online_gamma is not None or not identifiable else 0.0
 
     def path(self) -> AugmentedBridgePath:
+        """The augmented bridge path of `sigma` and `source_noise`."""
         return AugmentedBridgePath(self.sigma, source_noise=self.source_noise)
 
 
@@ -118,6 +119,7 @@ class ImageMLP(nn.Module):
             self.net = TimeMLP(math.prod(self.image_shape), hidden=hidden)
 
     def forward(self, *, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """x: (B, C, H, W) of `image_shape`, t: (B,) -> (B, C, H, W), through the MLP on the flattened image."""
         if tuple(x.shape[1:]) != self.image_shape:
             raise ValueError(f"x: expected images of shape {self.image_shape}, got {tuple(x.shape[1:])}")
         return self.net(x=x.flatten(1), t=t).view(x.shape)

@@ -68,11 +68,14 @@ class LatentWatermark(Protocol):
 
     latent_shape: tuple[int, ...]
 
-    def embed(self, messages: torch.Tensor, *, generator: torch.Generator | None = None) -> torch.Tensor: ...
+    def embed(self, messages: torch.Tensor, *, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Watermarked initial latents `(B, *latent_shape)` that carry `messages`, distributed like N(0, I)."""
 
-    def extract(self, latents: torch.Tensor) -> ExtractResult: ...
+    def extract(self, latents: torch.Tensor) -> ExtractResult:
+        """The message bits read back from recovered latents `(B, *latent_shape)`."""
 
-    def detect(self, latents: torch.Tensor, message: torch.Tensor, *, fpr: float = 0.01) -> DetectionResult: ...
+    def detect(self, latents: torch.Tensor, message: torch.Tensor, *, fpr: float = 0.01) -> DetectionResult:
+        """Whether each latent carries `message`, at false-positive rate `fpr`."""
 
 
 def binomial_threshold(n_bits: int, fpr: float) -> int:

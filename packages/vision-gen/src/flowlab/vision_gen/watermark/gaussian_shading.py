@@ -54,10 +54,12 @@ class GaussianShadingConfig:
 
     @property
     def message_bits(self) -> int:
+        """The message length l_m, the product of `message_shape`."""
         return math.prod(self.message_shape)
 
     @property
     def tiles(self) -> tuple[int, ...]:
+        """How many copies of the message tile the latent along each axis, `latent_shape // message_shape`."""
         return tuple(s // m for s, m in zip(self.latent_shape, self.message_shape, strict=True))
 
 
@@ -76,14 +78,17 @@ class GaussianShading:
 
     @classmethod
     def from_seed(cls, config: GaussianShadingConfig, seed: int) -> GaussianShading:
+        """A key drawn from `seed`: a random 32-byte key and 12-byte nonce."""
         g = torch.Generator().manual_seed(int(seed))
         return cls(config, torch.randint(0, 256, (32,), generator=g), torch.randint(0, 256, (12,), generator=g))
 
     def save(self, path: str | os.PathLike) -> None:
+        """Writes the key (config, key and nonce) as a key folder at `path`, for `load`."""
         write_key_folder(path, self.method, asdict(self.config), {"key": self.key, "nonce": self.nonce})
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> GaussianShading:
+        """The key `save` wrote to `path`; ValueError for another method's key or a malformed config."""
         method, config, tensors = read_key_folder(path)
         if method != cls.method:
             raise ValueError(f"key: {path} holds a {method!r} key, expected {cls.method!r}")
@@ -135,6 +140,8 @@ class GaussianShading:
         return z.reshape(b, *self.latent_shape).to(dtype)
 
     def extract(self, latents: torch.Tensor, *, nonces: torch.Tensor | None = None) -> ExtractResult:
+        """latents: `(B, *latent_shape)` recovered initial noise -> decoded message bits (majority vote over the tiled
+        copies); `nonces`: (B, 12), required in "per_image" mode."""
         z = check_latents(latents, self.latent_shape)
         b = z.shape[0]
         s = self.keystream_bits(self._nonces(b, nonces)).to(z.device)
@@ -153,6 +160,7 @@ class GaussianShading:
     def detect(
         self, latents: torch.Tensor, message: torch.Tensor, *, fpr: float = 0.01, nonces: torch.Tensor | None = None
     ) -> DetectionResult:
+        """Matching bits to `message` ((l_m,) or (B, l_m)) against the Binomial(l_m, 1/2) threshold at `fpr`."""
         bits = self.extract(latents, nonces=nonces).bits
         m = message if message.dim() == 2 else message[None]
         m = bits_tensor(m, self.message_bits, bits.device).expand_as(bits)

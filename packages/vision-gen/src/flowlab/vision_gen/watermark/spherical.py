@@ -88,6 +88,7 @@ class SphericalConfig:
 
     @property
     def latent_size(self) -> int:
+        """The latent length l_x, the product of `latent_shape`."""
         return math.prod(self.latent_shape)
 
     @classmethod
@@ -162,10 +163,12 @@ class SphericalWatermark:
 
     @property
     def latent_shape(self) -> tuple[int, ...]:
+        """The shape of one latent, from the config."""
         return self.config.latent_shape
 
     @property
     def message_bits(self) -> int:
+        """The message length l_m, from the config."""
         return self.config.message_bits
 
     # ----------------------------------------------------------------------------------------------- key material
@@ -184,20 +187,24 @@ class SphericalWatermark:
         return cls(config, r_index, perm, c)
 
     def state_dict(self) -> dict:
+        """The config (as a dict) and the signature tensors `r_index`, `perm` and `rotation`."""
         return {"config": asdict(self.config), "r_index": self.r_index, "perm": self.perm, "rotation": self.rotation}
 
     @classmethod
     def from_state_dict(cls, state: dict) -> SphericalWatermark:
+        """The watermark of a `state_dict`."""
         cfg = dict(state["config"])
         cfg["latent_shape"] = tuple(cfg["latent_shape"])
         return cls(SphericalConfig(**cfg), state["r_index"], state["perm"], state["rotation"])
 
     def save(self, path: str | os.PathLike) -> None:
+        """Writes the signature as a key folder at `path`, for `load`."""
         st = self.state_dict()
         write_key_folder(path, self.method, st.pop("config"), st)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> SphericalWatermark:
+        """The watermark `save` wrote to `path`; ValueError for another method's key or a malformed config."""
         method, config, tensors = read_key_folder(path)
         if method != cls.method:
             raise ValueError(f"key: {path} holds a {method!r} key, expected {cls.method!r}")

@@ -62,6 +62,8 @@ class TreeRing:
 
     @classmethod
     def from_seed(cls, config: TreeRingConfig, seed: int) -> TreeRing:
+        """A key drawn from `seed`: inside `radius`, each ring takes one entry of the centred spectrum of a
+        Gaussian (h, w) draw."""
         g = torch.Generator().manual_seed(int(seed))
         _, h, w = config.latent_shape
         spec = torch.fft.fftshift(torch.fft.fft2(torch.randn(h, w, generator=g, dtype=torch.float64)))
@@ -72,12 +74,14 @@ class TreeRing:
         return cls(config, torch.stack([pattern.real, pattern.imag]))
 
     def save(self, path: str | os.PathLike) -> None:
+        """Writes the config and the key pattern (real and imaginary parts) as a key folder at `path`, for `load`."""
         write_key_folder(
             path, self.method, asdict(self.config), {"pattern": torch.stack([self.pattern.real, self.pattern.imag])}
         )
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> TreeRing:
+        """The key `save` wrote to `path`; ValueError for another method's key."""
         method, config, tensors = read_key_folder(path)
         if method != cls.method:
             raise ValueError(f"key: {path} holds a {method!r} key, expected {cls.method!r}")

@@ -35,6 +35,8 @@ class W1Tracker:
         self.points: list[tuple[float, float]] = []
 
     def __call__(self, info: Any) -> None:
+        """At a tracked step, scores the fields and appends `(training seconds, mean W1)` to `points`; does nothing
+        at other steps."""
         if info.step not in self.steps:
             return
         begin = time.perf_counter()

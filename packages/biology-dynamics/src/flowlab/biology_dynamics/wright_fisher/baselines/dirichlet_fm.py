@@ -73,10 +73,14 @@ class DirichletFM(SimplexFlow):
         return f"DirichletFM(letters={self.letters}, alpha_max={self.alpha_max})"
 
     def noisy(self, x_0: torch.Tensor, t: torch.Tensor, *, generator: torch.Generator) -> torch.Tensor:
+        """Draws x_t ~ `Dirichlet(1 + t (alpha_max - 1) e_{x_0})`: x_0: (B, L) int64, t: (B,) -> (B, L, K) float64,
+        clamped above 0."""
         a = t.to(torch.float64)[:, None, None] * (self.alpha_max - 1)
         alpha = 1 + a * torch.nn.functional.one_hot(x_0, self.letters).to(torch.float64)
         return self.simplex.random_dirichlet(x_0.shape[0], alpha, generator=generator).clamp_min(1e-12)
 
     def rates(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """The Dirichlet FM rates at concentration `1 + t (alpha_max - 1)`, times `alpha_max - 1`:
+        x: (B, L, K), t: (B,) -> (B, L, K)."""
         a = (t.to(torch.float64) * (self.alpha_max - 1))[:, None, None]
         return dirichlet_rate(x, a, self.letters) * (self.alpha_max - 1)

@@ -23,6 +23,8 @@ class LinearSimplexFM(SimplexFlow):
         return f"LinearSimplexFM(letters={self.letters}, t_hi={self.t_hi})"
 
     def noisy(self, x_0: torch.Tensor, t: torch.Tensor, *, generator: torch.Generator) -> torch.Tensor:
+        """x_t = `(1 - t) x_src + t e_{x_0}` with x_src ~ Dirichlet(1): x_0: (B, L) int64, t: (B,) -> (B, L, K)
+        float64."""
         ones = torch.ones(*x_0.shape, self.letters, dtype=torch.float64, device=x_0.device)
         source = self.simplex.random_dirichlet(x_0.shape[0], ones, generator=generator)
         vertex = torch.nn.functional.one_hot(x_0, self.letters).to(torch.float64)
@@ -30,4 +32,5 @@ class LinearSimplexFM(SimplexFlow):
         return (1 - s) * source + s * vertex
 
     def rates(self, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """The linear path's rate `1 / (1 - t)` for every letter: x: (B, L, K), t: (B,) -> (B, L, K)."""
         return (1 / (1 - t.to(x.dtype)))[:, None, None].expand_as(x)

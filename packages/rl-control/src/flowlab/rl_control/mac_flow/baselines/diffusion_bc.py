@@ -68,10 +68,12 @@ class DiffusionJointBC(MARLAgent):
         self.eps = _EpsNet(n_agents * act_dim, n_agents * obs_dim, hidden)
 
     def stages(self) -> tuple[Stage, ...]:
+        """One stage, "ddpm": the noise-prediction loss at `lr`."""
         return (Stage("ddpm", _DDPMLoss(self), self.lr),)
 
     @property
     def act_network(self) -> nn.Module:
+        """The noise-prediction network, called `diffusion_steps` times per joint action."""
         return self.eps.net
 
     def _act(self, obs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:

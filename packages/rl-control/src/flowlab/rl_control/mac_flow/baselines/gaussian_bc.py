@@ -62,10 +62,12 @@ class GaussianBC(MARLAgent):
         return mean, log_std.clamp(*_LOG_STD)
 
     def stages(self) -> tuple[Stage, ...]:
+        """One stage, "bc": the Gaussian negative log-likelihood at `lr`."""
         return (Stage("bc", _NLL(self), self.lr),)
 
     @property
     def act_network(self) -> nn.Module:
+        """The Gaussian policy network, called once per joint action."""
         return self.net
 
     def _act(self, obs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:

@@ -21,10 +21,12 @@ class JointFlowAgent(MARLAgent):
         self.flow, self.lr = flow, lr
 
     def stages(self) -> tuple[Stage, ...]:
+        """One stage, "bc": the flow's flow-matching loss at `lr`."""
         return (Stage("bc", FlowBCObjective(self.flow), self.lr),)
 
     @property
     def act_network(self) -> nn.Module:
+        """The joint flow's velocity network, called once per integration step."""
         return self.flow.flow.net
 
     def _act(self, obs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:

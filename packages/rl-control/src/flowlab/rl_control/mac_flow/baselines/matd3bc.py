@@ -73,10 +73,12 @@ class MATD3BC(MARLAgent):
         self.critic.update_target(self.tau)
 
     def stages(self) -> tuple[Stage, ...]:
+        """One stage, "td3bc": the TD3+BC actor-critic update at `lr`, with target updates after each step."""
         return (Stage("td3bc", _TD3BCStep(self), self.lr, after_step=self._update_targets),)
 
     @property
     def act_network(self) -> nn.Module:
+        """The online actor, called once per joint action."""
         return self.actor.online
 
     def _act(self, obs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
