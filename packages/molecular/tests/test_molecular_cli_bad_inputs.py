@@ -21,6 +21,7 @@ from flowlab.molecular.cli import app
 from flowlab.molecular.wt_asbs.aldp import DATASET, INPCRD, PRMTOP
 from flowlab.molecular.wt_asbs.asbs import ASBSConfig
 from flowlab.molecular.wt_asbs.benchmarks.toy import TOY
+from flowlab.molecular.wt_asbs.trajectories import element_topology
 
 TINY = ASBSConfig(stages="AC", adjoint_epochs=2, corrector_epochs=1, steps_per_epoch=2, sde_steps=10,
                   skip_epochs=0, new_samples=32)  # fmt: skip
@@ -97,6 +98,53 @@ def _aldp_roots(folder: Path) -> list[tuple[str, str, list[str]]]:
     return [(kind, path, ["--data-root", *names]) for kind, path, names in cases]
 
 
+def _user_files(folder: Path) -> dict[str, str]:
+    """A user's own molecule of 5 atoms: a serialised OpenMM System (.xml, no forces), its .pdb, a .pdb of 3 atoms,
+    a garbage .xml; and names of files that are missing or of an unknown kind."""
+    import openmm
+    from openmm import app as omm_app
+    from openmm import unit
+
+    folder.mkdir(parents=True, exist_ok=True)
+    system = openmm.System()
+    for _ in range(5):
+        system.addParticle(12.0)
+    (folder / "system.xml").write_text(openmm.XmlSerializer.serialize(system))
+    (folder / "garbage.xml").write_bytes(bytes(range(256)) * 4)
+    for name, n in (("five.pdb", 5), ("three.pdb", 3)):
+        pos = [openmm.Vec3(0.15 * i, 0.1 * (i % 2), 0.05 * i) for i in range(n)] * unit.nanometer
+        with (folder / name).open("w") as f:
+            omm_app.PDBFile.writeFile(element_topology([6] * n, "MOL"), pos, f)
+    files = {name: str(folder / name) for name in ("system.xml", "garbage.xml", "five.pdb", "three.pdb")}
+    files.update({name: str(folder / name) for name in ("nowhere.xml", "nowhere.pdb", "system.mol2", "pos.gro")})
+    return files
+
+
+def _user_cases(case, files: dict[str, str]) -> list[BadInput]:
+    """`sample --system FILE --positions FILE --cv dihedral:i,j,k,l` with each kind of bad option or file."""
+
+    def user(kind, names, *args, system="system.xml", positions="five.pdb", cvs=("dihedral:0,1,2,3",)):
+        given = ["--system", files[system]] + (["--positions", files[positions]] if positions else [])
+        return case(kind, names, *given, *[a for c in cvs for a in ("--cv", c)], *args)
+
+    return [user("shape", ["--cv", "4 atom indices"], cvs=("dihedral:0,1,2",)),
+            user("shape", ["--cv", "one or two"], cvs=("dihedral:0,1,2,3",) * 3),
+            user("range", ["--cv", "atom index 9"], cvs=("dihedral:0,1,2,9",)),
+            user("type", ["--cv", "integer"], cvs=("dihedral:0,1,2,x",)),
+            user("range", ["--cv", "-1"], cvs=("dihedral:0,1,2,-1",)),
+            user("range", ["--cv", "repeated"], cvs=("dihedral:0,1,1,2",)),
+            user("choice", ["--cv", "dihedral:"], cvs=("angle:0,1,2",)),
+            user("missing_file", ["--positions"], positions=None),
+            user("missing_file", ["--positions", "nowhere.pdb"], positions="nowhere.pdb"),
+            user("wrong_content", ["--positions", "three.pdb", "3 atoms"], positions="three.pdb"),
+            user("choice", ["--positions", "pos.gro"], positions="pos.gro"),
+            user("choice", ["--system", "system.mol2"], system="system.mol2"),
+            user("missing_file", ["--system", "nowhere.xml"], system="nowhere.xml"),
+            user("corrupt_file", ["--system", "garbage.xml"], system="garbage.xml"),
+            case("choice", ["--cv", "--system FILE"], "--system", "four-well", "--cv", "dihedral:0,1,2,3"),
+            case("choice", ["--positions"], "--system", "four-well", "--positions", files["five.pdb"])]  # fmt: skip
+
+
 def _sample_cases(runs: dict[str, Path], roots) -> list[BadInput]:
     def case(kind, names, *args):
         return BadInput(kind, ["sample", "--out", str(runs["toy"].parent / "new"), *args], names)
@@ -109,6 +157,7 @@ def _sample_cases(runs: dict[str, Path], roots) -> list[BadInput]:
              case("range", ["--steps"], "--steps", "0"), case("range", ["--steps"], "--steps", "-3"),
              case("range", ["--steps", "3 epochs"], "--steps", "7")]  # fmt: skip
     cases += [case(kind, names, "--system", "aldp", "--data-root", path) for kind, path, names in roots]
+    cases += _user_cases(case, _user_files(runs["toy"].parent / "user"))
     toy = ["sample", "--system", "four-well", "--n", "64"]
     foreign = runs["toy"].parent / "foreign"
     foreign.mkdir(exist_ok=True)
@@ -171,6 +220,7 @@ def _evaluate_cases(runs: dict[str, Path], folder: Path) -> list[BadInput]:
               case("wrong_content", toy, "config.json", {k: v for k, v in config.items() if k != "kT"}, ["kT"]),
               case("wrong_content", toy, "config.json", {**config, "system": "argon"}, ["system"]),
               case("wrong_content", toy, "config.json", {**config, "method": "gan"}, ["method"]),
+              case("wrong_content", toy, "config.json", {**config, "system": "user", "cvs": "phi"}, ["cvs"]),
               case("wrong_content", toy, "config.json", {**config, "energy_evals": "many"}, ["energy_evals"]),
               case("nan", toy, "config.json", {**config, "kT": math.nan}, ["kT"]),
               case("range", toy, "config.json", {**config, "kT": 0.0}, ["kT"]),

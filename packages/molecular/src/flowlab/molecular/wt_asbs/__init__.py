@@ -26,6 +26,14 @@ __getattr__, __dir__, __all__ = lazy_exports(
         ],
         "flowlab.molecular.wt_asbs.bias": ["BiasConfig", "BiasValue", "WellTemperedBias"],
         "flowlab.molecular.wt_asbs.cvs": ["CVSet", "DistanceCV", "DistanceDifferenceCV", "LinearCV", "TorsionCV"],
+        "flowlab.molecular.wt_asbs.dihedrals": [
+            "DihedralSystem",
+            "dihedral_bias",
+            "dihedral_cvs",
+            "dihedral_system",
+            "molecule_topology",
+            "parse_cv",
+        ],
         "flowlab.molecular.wt_asbs.potentials": [
             "BOHR_NM",
             "EV_TO_KJMOL",

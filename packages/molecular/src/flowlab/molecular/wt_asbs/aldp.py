@@ -1,6 +1,6 @@
 """Alanine dipeptide in implicit solvent (AMBER ff96, OBC1): the shipped files, the (phi, psi) torsions and their
 bias, the spec's basin boxes (§6.2), Delta F between basins from samples or from an FES on the torsion grid, and the
-FES of (weighted) samples on such a grid."""
+FES of (weighted) samples on such a grid (`dihedrals.fes_from_samples`, the generic torsions' own)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import torch
 from flowlab.datasets import path
 from flowlab.molecular.wt_asbs.analysis import delta_f_from_samples
 from flowlab.molecular.wt_asbs.bias import BiasConfig, WellTemperedBias
-from flowlab.molecular.wt_asbs.cvs import CVSet, TorsionCV
+from flowlab.molecular.wt_asbs.cvs import CVSet
+from flowlab.molecular.wt_asbs.dihedrals import dihedral_bias, dihedral_cvs, fes_from_samples
 
 __all__ = [
     "ALDP_BASINS",
@@ -54,12 +55,12 @@ def aldp_files(data_root: Path | str | None = None) -> tuple[Path, Path]:
 
 def torsion_cvs() -> CVSet:
     """The CVs (phi, psi), radians."""
-    return CVSet([TorsionCV(PHI), TorsionCV(PSI)])
+    return dihedral_cvs((PHI, PSI))
 
 
 def torsion_bias(config: BiasConfig, kT: float) -> WellTemperedBias:
     """An empty periodic bias over (phi, psi) in [-pi, pi)^2 (energies in kJ/mol, `kT` likewise)."""
-    return config.build((-math.pi, -math.pi), (math.pi, math.pi), kT=kT, periodic=True)
+    return dihedral_bias(config, kT, 2)
 
 
 def basin_df_from_samples(phi_psi: np.ndarray, weights: np.ndarray | None, kT: float) -> dict[str, float]:
@@ -87,18 +88,6 @@ def basin_df_from_fes(fes: np.ndarray, kT: float) -> dict[str, float]:
 
     ref = logmass(ALDP_BASINS["C7eq"])
     return {f"dF_{k}": float(kT * (ref - logmass(box))) for k, box in ALDP_BASINS.items() if k != "C7eq"}
-
-
-def fes_from_samples(phi_psi: torch.Tensor, weights: torch.Tensor | None, kT: float, bins: int = 36) -> np.ndarray:
-    """The FES F = -kT ln p (kJ/mol, minimum 0) of samples phi_psi: (N, 2) radians with weights (N,) or None, on a
-    (bins, bins) histogram over [-pi, pi)^2 in OpenMM's order (fes[i_psi, i_phi], cells of width 2 pi / bins);
-    NaN where no sample falls."""
-    s = torch.remainder(phi_psi.to(torch.float64) + math.pi, 2 * math.pi)  # [0, 2 pi)
-    cell = (s * (bins / (2 * math.pi))).long().clamp_(0, bins - 1)
-    w = torch.ones(len(s), dtype=torch.float64) if weights is None else weights.to(torch.float64)
-    p = torch.zeros(bins * bins, dtype=torch.float64).index_add_(0, cell[:, 1] * bins + cell[:, 0], w)
-    f = -kT * torch.log(p / p.sum())
-    return torch.where(p > 0, f - f.min(), math.nan).reshape(bins, bins).numpy()
 
 
 def basins_visited(phi_psi: np.ndarray) -> float:

@@ -6,7 +6,9 @@ log importance weights), state.pt
 positions and CVs), and the
 run.json of the run it holds: the same run again needs --resume (it runs again to the same result: neither
 command checkpoints mid-run) or --overwrite, another run needs --overwrite. `export` writes a run's samples as a
-PDB, DCD or XYZ trajectory (the extension decides); `evaluate --plot` draws an alanine dipeptide run's FES.
+PDB, DCD or XYZ trajectory (the extension decides); `evaluate --plot` draws an alanine dipeptide run's FES. `sample
+--system FILE.prmtop|FILE.xml --positions FILE.inpcrd|FILE.pdb --cv dihedral:i,j,k,l` samples a user's molecule
+along one or two of its torsions (config.json: system "user", its files and its CVs).
 """
 
 from __future__ import annotations
@@ -19,7 +21,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP, SEEDS, json_text
-from flowlab.molecular.wt_asbs.names import TOYS, TRAJECTORY_SUFFIXES
+from flowlab.molecular.wt_asbs.names import (
+    POSITION_SUFFIXES,
+    SYSTEM_SUFFIXES,
+    TOYS,
+    TRAJECTORY_SUFFIXES,
+    USER_SYSTEM,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -27,6 +35,7 @@ if TYPE_CHECKING:
     import torch
 
     from flowlab.molecular.wt_asbs.asbs import TrainLog
+    from flowlab.molecular.wt_asbs.dihedrals import DihedralSystem
 
 app = typer.Typer(
     help="WT-ASBS: train and sample (sample), the OpenMM WTMetaD reference (metad), evaluate a run, export its samples."
@@ -57,6 +66,46 @@ def _aldp_data(data_root: str | None) -> tuple[Path, Path]:
     return prmtop, inpcrd
 
 
+def _user_files(system: str, positions: Path | None, cv: list[str] | None) -> tuple[Path, Path, list] | None:
+    """(system file, positions file, torsions) of `sample --system FILE`, None for a named system; the options
+    checked before anything is read (a named system takes neither --positions nor --cv)."""
+    from flowlab.molecular.wt_asbs.dihedrals import parse_cv
+
+    if system in SYSTEMS:
+        for given, option in ((positions, "--positions"), (cv, "--cv")):
+            if given:
+                raise typer.BadParameter(f"only with a --system FILE ({'|'.join(SYSTEM_SUFFIXES)})", param_hint=option)
+        return None
+    if Path(system).suffix not in SYSTEM_SUFFIXES:
+        msg = f"expected one of {SYSTEMS} or a {'|'.join(SYSTEM_SUFFIXES)} file, got {system!r}"
+        raise typer.BadParameter(msg, param_hint="--system")
+    if positions is None:
+        msg = f"a --system file needs its starting positions, a {'|'.join(POSITION_SUFFIXES)} file"
+        raise typer.BadParameter(msg, param_hint="--positions")
+    _suffix(positions, POSITION_SUFFIXES, "--positions")
+    if not cv or len(cv) > 2:
+        msg = f"a --system file needs one or two --cv dihedral:i,j,k,l, got {len(cv or [])}"
+        raise typer.BadParameter(msg, param_hint="--cv")
+    try:
+        torsions = [parse_cv(c) for c in cv]
+    except ValueError as err:
+        raise typer.BadParameter(str(err).removeprefix("cv: "), param_hint="--cv") from err
+    return Path(system).resolve(), positions.resolve(), torsions
+
+
+def _molecule(system: Path, positions: Path, torsions: list, solvent: str | None, workers: int) -> DihedralSystem:
+    """`dihedral_system` for `sample`, its errors against --system, --positions (the file named) or --cv."""
+    from flowlab.core.cli import option_error
+    from flowlab.molecular.wt_asbs.dihedrals import dihedral_system
+
+    options = {"system": "--system", "prmtop": "--system", "xml": "--system", "positions": "--positions",
+               "inpcrd": "--positions", "pdb": "--positions", "cv": "--cv"}  # fmt: skip
+    try:
+        return dihedral_system(system, positions, torsions, solvent=solvent, workers=workers)
+    except (FileNotFoundError, ValueError) as err:
+        raise option_error(err, options) from err
+
+
 def _progress(epochs: int) -> Callable[[TrainLog], None]:
     """`ASBS.train`'s per-epoch callback for the command line: a line on stderr about every 5% of the `epochs` and
     at the last (epoch, stage, loss, energy calls so far, hills)."""
@@ -73,7 +122,17 @@ def _progress(epochs: int) -> Callable[[TrainLog], None]:
 
 @app.command()
 def sample(
-    system: Annotated[str, typer.Option(help="|".join(SYSTEMS))] = "four-well",
+    system: Annotated[
+        str, typer.Option(help=f"{'|'.join(SYSTEMS)}, or a user's {'|'.join('FILE' + s for s in SYSTEM_SUFFIXES)}")
+    ] = "four-well",
+    positions: Annotated[
+        Path | None,
+        typer.Option(help=f"a --system FILE's starting positions: FILE{'|FILE'.join(POSITION_SUFFIXES)}"),
+    ] = None,
+    cv: Annotated[
+        list[str] | None,
+        typer.Option(help="a --system FILE's CV, dihedral:i,j,k,l (0-based atom indices); once or twice"),
+    ] = None,
     bias: Annotated[str, typer.Option(help="on (WT-ASBS) | off (ASBS)")] = "on",
     out: Annotated[Path, typer.Option(help="run folder")] = Path("runs/wt_asbs"),
     variant: Annotated[str, typer.Option(help="quick|full settings of the benchmark")] = "quick",
@@ -90,29 +149,30 @@ def sample(
     overwrite: Annotated[bool, typer.Option(help=OVERWRITE_HELP)] = False,
     resume: Annotated[bool, typer.Option(help=RESUME_HELP)] = False,
 ) -> None:
-    """Train the (WT-)ASBS sampler on a system and draw samples, printing progress per epoch (stderr). A folder
-    holding this run needs --resume or --overwrite, one holding another run --overwrite."""
+    """Train the (WT-)ASBS sampler on a system and draw samples, printing progress per epoch (stderr). A user's
+    molecule (--system FILE --positions FILE --cv ...) takes alanine dipeptide's settings. A folder holding this run
+    needs --resume or --overwrite, one holding another run --overwrite."""
     from dataclasses import replace
 
     import torch
 
     from flowlab.core.cli import claim_run_option, option_error
-    from flowlab.molecular.wt_asbs.aldp import torsion_bias, torsion_cvs
+    from flowlab.molecular.wt_asbs.aldp import PHI, PSI
     from flowlab.molecular.wt_asbs.asbs import ASBS
     from flowlab.molecular.wt_asbs.benchmarks.aldp import ALDP
     from flowlab.molecular.wt_asbs.benchmarks.sn2 import SN2
     from flowlab.molecular.wt_asbs.benchmarks.toy import TOY
-    from flowlab.molecular.wt_asbs.potentials import OpenMMPotential
+    from flowlab.molecular.wt_asbs.dihedrals import cv_name, dihedral_bias
     from flowlab.molecular.wt_asbs.sn2 import REACTANT, reaction_cv, sn2_potential
     from flowlab.molecular.wt_asbs.toys import make_toy, toy_bias, toy_cvs, toy_source_mean
 
-    if system not in SYSTEMS:
-        raise typer.BadParameter(f"expected one of {SYSTEMS}, got {system!r}", param_hint="--system")
+    files = _user_files(system, positions, cv)
     if bias not in ("on", "off"):
         raise typer.BadParameter(f"expected on|off, got {bias!r}", param_hint="--bias")
     if variant not in ("quick", "full"):
         raise typer.BadParameter(f"expected quick|full, got {variant!r}", param_hint="--variant")
-    cfg = {"aldp": ALDP, "sn2": SN2}.get(system, TOY).variants[variant]
+    molecule = files is not None or system == "aldp"
+    cfg = (ALDP if molecule else {"sn2": SN2}.get(system, TOY)).variants[variant]
     sampler = cfg.sampler_for(system) if system in TOYS else cfg.sampler
     if steps is not None:
         try:
@@ -120,11 +180,17 @@ def sample(
         except ValueError as err:
             raise option_error(err) from err
     gen = torch.Generator().manual_seed(seed)
-    if system == "aldp":
-        prmtop, inpcrd = _aldp_data(data_root)
-        pot = OpenMMPotential(prmtop, solvent=cfg.solvent, workers=cfg.workers)
-        cvs, wt = torsion_cvs(), torsion_bias(sampler.bias, pot.kT)
-        kw = {"source_mean": pot.positions(inpcrd)[0].float(), "atom_dim": 3}
+    user = {}
+    if molecule:  # alanine dipeptide, or a user's molecule with its torsions
+        system_file, positions_file, torsions = files or (*_aldp_data(data_root), [PHI, PSI])
+        solvent = cfg.solvent if system_file.suffix == ".prmtop" else None  # an XML system has its own
+        mol = _molecule(system_file, positions_file, torsions, solvent, cfg.workers)
+        pot, cvs, wt = mol.potential, mol.cvs, dihedral_bias(sampler.bias, mol.potential.kT, len(mol.cvs))
+        kw = {"source_mean": mol.positions[0].float(), "atom_dim": 3}
+        if files is not None:
+            system = USER_SYSTEM
+            user = {"system_file": str(system_file), "positions_file": str(positions_file),
+                    "cvs": [cv_name(t) for t in torsions], "solvent": solvent}  # fmt: skip
     elif system == "sn2":
         pot, cvs = sn2_potential(workers=cfg.workers), reaction_cv()
         wt = sampler.bias.build(*cfg.grid_range, kT=pot.kT)
@@ -134,7 +200,7 @@ def sample(
         cvs, wt = toy_cvs(pot), toy_bias(pot, sampler.bias)
         kw = {"source_mean": toy_source_mean(pot)}
     spec = {"command": "molecular sample", "system": system, "bias": bias, "variant": variant, "n": n, "seed": seed,
-            "sampler": sampler.to_dict()}  # fmt: skip
+            "sampler": sampler.to_dict(), **user}  # fmt: skip
     claim_run_option(out, spec, overwrite=overwrite, resume=resume)
     model = ASBS.from_config(
         pot, sampler, cvs=cvs if bias == "on" else None, bias=wt if bias == "on" else None, generator=gen, **kw
@@ -152,6 +218,7 @@ def sample(
     config = {
         "method": "wt_asbs" if bias == "on" else "asbs",
         "system": system,
+        **user,
         "variant": variant,
         "seed": seed,
         "kT": pot.kT,
@@ -218,8 +285,14 @@ def _config_problem(cfg: object) -> str | None:
     missing = sorted({"system", "kT", "energy_evals"} - set(cfg))
     if missing:
         return f"lacks {', '.join(missing)}"
-    if cfg["system"] not in SYSTEMS:
-        return f"system: expected one of {SYSTEMS}, got {cfg['system']!r}"
+    if cfg["system"] not in (*SYSTEMS, USER_SYSTEM):
+        return f"system: expected one of {(*SYSTEMS, USER_SYSTEM)}, got {cfg['system']!r}"
+    if cfg["system"] == USER_SYSTEM:
+        cvs, files = cfg.get("cvs"), [cfg.get(k) for k in ("system_file", "positions_file")]
+        if not isinstance(cvs, list) or not 1 <= len(cvs) <= 2 or not all(isinstance(c, str) for c in cvs):
+            return f"cvs: expected one or two CV names (dihedral:i,j,k,l), got {cvs!r}"
+        if not all(isinstance(f, str) for f in files):
+            return f"system_file, positions_file: expected the paths of a user's system, got {files!r}"
     if cfg.get("method", METHODS[0]) not in METHODS:
         return f"method: expected one of {METHODS}, got {cfg['method']!r}"
     kT, evals = cfg["kT"], cfg["energy_evals"]
@@ -281,13 +354,14 @@ def _run_tensors(
     return {key: data[key] for key in shapes}
 
 
-def _samples(run: Path, system: str) -> dict[str, torch.Tensor]:
-    """samples.pt of a `sample` run: x (N, D) (D: a toy's dimension), cvs (N, K) (K: the system's CVs), bias (N,)
-    and, where written, log_w (N,)."""
+def _samples(run: Path, system: str, cvs: list[str] | None = None) -> dict[str, torch.Tensor]:
+    """samples.pt of a `sample` run: x (N, D) (D: a toy's dimension), cvs (N, K) (K: the system's CVs, a user's
+    `cvs` names), bias (N,) and, where written, log_w (N,)."""
     from flowlab.molecular.wt_asbs.toys import make_toy
 
     dim = make_toy(system).dim if system in TOYS else None
-    shapes = {"x": ("N", dim), "cvs": ("N", 2 if system == "aldp" else 1), "bias": ("N",), "log_w": ("N",)}
+    k = len(cvs) if cvs else (2 if system == "aldp" else 1)
+    shapes = {"x": ("N", dim), "cvs": ("N", k), "bias": ("N",), "log_w": ("N",)}
     return _run_tensors(run / "samples.pt", shapes, optional=("log_w",))
 
 
@@ -326,14 +400,16 @@ def evaluate(
         Path | None,
         typer.Option(
             help="also draw the (phi, psi) FES of an alanine dipeptide run here (.png): metad's fes.pt, or the "
-            "samples' histogram under --weights"
+            "samples' histogram under --weights (a user's run: over its two --cv)"
         ),
     ] = None,
 ) -> None:
-    """Delta F between basins, basin coverage and energy-evaluation counts of a run (printed as JSON); --plot
-    draws the free-energy surface of an alanine dipeptide run."""
-    from flowlab.molecular.wt_asbs.aldp import ALDP_BASINS, basin_df_from_fes, fes_from_samples
+    """Delta F between basins, basin coverage and energy-evaluation counts of a run (printed as JSON; a user's
+    molecule: its CVs and the ESS); --plot draws the free-energy surface of an alanine dipeptide run, or of a user's
+    run over its two CVs."""
+    from flowlab.molecular.wt_asbs.aldp import ALDP_BASINS, basin_df_from_fes
     from flowlab.molecular.wt_asbs.analysis import basin_coverage, delta_f_from_samples
+    from flowlab.molecular.wt_asbs.dihedrals import fes_from_samples
     from flowlab.molecular.wt_asbs.plots import plot_fes
     from flowlab.molecular.wt_asbs.sn2 import WELLS, well_fractions
     from flowlab.molecular.wt_asbs.toys import TOY_INTERVALS, make_toy
@@ -345,9 +421,10 @@ def evaluate(
     if plot is not None:
         _suffix(plot, (".png",), "--plot")
     cfg = _run_config(run)
-    if plot is not None and cfg["system"] != "aldp":
-        msg = f"draws the (phi, psi) FES of alanine dipeptide runs; {run} holds a {cfg['system']} run"
-        raise typer.BadParameter(msg, param_hint="--plot")
+    user_cvs = cfg.get("cvs") if cfg["system"] == USER_SYSTEM else None
+    if plot is not None and cfg["system"] != "aldp" and len(user_cvs or ()) != 2:
+        msg = f"draws the FES over two torsions (aldp, or a user's 2 --cv); {run} holds a {cfg['system']} run"
+        raise typer.BadParameter(msg + (f" with {len(user_cvs)} CV" if user_cvs else ""), param_hint="--plot")
     method = method or cfg.get("method")
     if method is None:
         raise typer.BadParameter(f"{run / 'config.json'} names no method; pass one", param_hint="--method")
@@ -359,19 +436,22 @@ def evaluate(
             report["plot"] = str(plot_fes(plot, {"WTMetaD (OpenMM)": fes}, cfg["kT"]).path)
         typer.echo(json_text(report))
         return
-    data = _samples(run, cfg["system"])
+    data = _samples(run, cfg["system"], user_cvs)
     s = data["cvs"].double()
     weights, w = _sample_weights(data, cfg, method, weights)
     report = {"method": method, "system": cfg["system"], "energy_evals": cfg["energy_evals"], "weights": weights}
     if w is not None:
         report["ess_frac"] = float(1 / (w**2).sum()) / len(w)
-    if cfg["system"] == "aldp":
+    if plot is not None:  # two torsions (checked above): aldp's (phi, psi) or a user's two CVs
+        panel = {f"{method} ({weights} weights)": fes_from_samples(s, w, cfg["kT"])}
+        labels = tuple(user_cvs) if user_cvs else ("phi", "psi")
+        report["plot"] = str(plot_fes(plot, panel, cfg["kT"], labels=labels).path)
+    if user_cvs:  # no reference to compare with: the CVs, the ESS and the FES over two of them
+        report["cvs"] = user_cvs
+    elif cfg["system"] == "aldp":
         for name, box in ALDP_BASINS.items():
             if name != "C7eq":
                 report[f"dF_{name}_kjmol"] = cfg["kT"] * delta_f_from_samples(s, ALDP_BASINS["C7eq"], box, weights=w)
-        if plot is not None:
-            panel = {f"{method} ({weights} weights)": fes_from_samples(s, w, cfg["kT"])}
-            report["plot"] = str(plot_fes(plot, panel, cfg["kT"]).path)
     elif cfg["system"] == "sn2":
         xi = s[:, 0]
         report["dF_product_kT"] = delta_f_from_samples(xi, WELLS["reactant"], WELLS["product"], weights=w)
@@ -384,13 +464,20 @@ def evaluate(
     typer.echo(json_text(report))
 
 
-def _topology(system: str, data_root: str | None):
-    """The OpenMM topology of a molecular system (alanine dipeptide's from its prmtop under --data-root), None for
-    a toy."""
+def _topology(cfg: dict, data_root: str | None):
+    """The OpenMM topology of a run's molecular system (alanine dipeptide's from its prmtop under --data-root, a
+    user's from its positions' .pdb or its .prmtop), None for a toy."""
+    from flowlab.molecular.wt_asbs.dihedrals import molecule_topology
     from flowlab.molecular.wt_asbs.potentials import read_prmtop
     from flowlab.molecular.wt_asbs.sn2 import NUMBERS
     from flowlab.molecular.wt_asbs.trajectories import element_topology
 
+    system = cfg["system"]
+    if system == USER_SYSTEM:
+        try:
+            return molecule_topology(cfg["system_file"], cfg["positions_file"])
+        except (FileNotFoundError, ValueError) as err:
+            raise typer.BadParameter(f"the run's topology: {err}", param_hint="RUN") from err
     if system == "aldp":
         return read_prmtop(_aldp_data(data_root)[0]).topology
     return element_topology(NUMBERS, "SN2") if system == "sn2" else None
@@ -415,7 +502,7 @@ def export(
     if cfg["system"] in TOYS and out.suffix != ".xyz":
         msg = f"a toy's samples are points, not atoms: expected a .xyz file, got {out.name!r}"
         raise typer.BadParameter(msg, param_hint="--out")
-    topology = _topology(cfg["system"], data_root)
+    topology = _topology(cfg, data_root)
     dim = make_toy(cfg["system"]).dim if topology is None else 3 * topology.getNumAtoms()
     x = _run_tensors(run / "samples.pt", {"x": ("N", dim)})["x"]
     path = write_trajectory(x, out, topology=topology)

@@ -1,5 +1,6 @@
-"""Free-energy surfaces over (phi, psi) as heat maps: `evaluate --plot` and the alanine dipeptide benchmark draw
-them with `plot_fes`, one panel per FES, in k_BT above each panel's minimum on one colour scale."""
+"""Free-energy surfaces over (phi, psi), or any two torsions, as heat maps: `evaluate --plot` and the alanine
+dipeptide benchmark draw them with `plot_fes`, one panel per FES, in k_BT above each panel's minimum on one colour
+scale."""
 
 from __future__ import annotations
 
@@ -33,10 +34,16 @@ def _checked(title: str, fes: np.ndarray) -> np.ndarray:
     return f
 
 
-def plot_fes(path: str | os.PathLike[str], panels: Mapping[str, np.ndarray], kT: float, top: float = 15.0) -> FESPlot:
+def plot_fes(
+    path: str | os.PathLike[str],
+    panels: Mapping[str, np.ndarray],
+    kT: float,
+    top: float = 15.0,
+    labels: tuple[str, str] = ("phi", "psi"),
+) -> FESPlot:
     """Draw each FES (G, G) in kJ/mol, (psi, phi)-indexed over [-pi, pi]^2 (OpenMM's order), as F / kT above its
     minimum, side by side on one colour scale capped at `top` kT, and write a PNG to `path` (its extension must be
-    .png). NaN cells (no sample) stay blank."""
+    .png). NaN cells (no sample) stay blank. `labels` name the two torsions (x: the columns', y: the rows')."""
     from flowlab.core.bench import figure
 
     if Path(path).suffix != ".png":
@@ -51,7 +58,7 @@ def plot_fes(path: str | os.PathLike[str], panels: Mapping[str, np.ndarray], kT:
     with figure(path, ncols=len(scaled), size=(4.2 * len(scaled), 3.6), dpi=90) as (fig, axes):
         for ax, (title, f) in zip(np.atleast_1d(axes), scaled.items(), strict=True):
             im = ax.imshow(f, origin="lower", extent=(-math.pi, math.pi, -math.pi, math.pi), vmin=0, vmax=vmax)
-            ax.set(title=title, xlabel="phi (rad)", ylabel="psi (rad)")
+            ax.set(title=title, xlabel=f"{labels[0]} (rad)", ylabel=f"{labels[1]} (rad)")
             ax.grid(False)  # the style's grid lines would cross the heat map
             fig.colorbar(im, ax=ax, label="F / kT")
             grids[title] = np.ma.filled(np.ma.masked_invalid(im.get_array()).astype(np.float64), np.nan)

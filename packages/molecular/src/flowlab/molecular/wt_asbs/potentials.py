@@ -35,7 +35,10 @@ __all__ = [
     "ToyPotential",
     "kT_kjmol",
     "read_inpcrd",
+    "read_pdb",
+    "read_positions",
     "read_prmtop",
+    "read_system_xml",
 ]
 
 EV_TO_KJMOL = 96.48533212  # 1 eV in kJ/mol
@@ -84,6 +87,55 @@ def read_inpcrd(inpcrd: str | Path, n_atoms: int) -> np.ndarray:
     if len(pos) != n_atoms:
         raise ValueError(f"inpcrd: {path} has {len(pos)} atoms, the topology has {n_atoms}")
     return np.asarray(pos)
+
+
+def read_system_xml(xml: str | Path):
+    """The OpenMM `System` serialised in the XML file `xml` (`openmm.XmlSerializer.serialize`); FileNotFoundError
+    or ValueError naming the file (one that is not a serialised System)."""
+    import openmm
+
+    path = Path(xml)
+    if not path.is_file():
+        raise FileNotFoundError(f"xml: file not found: {path}")
+    try:
+        system = openmm.XmlSerializer.deserialize(path.read_text())
+    except Exception as err:  # OpenMM raises assorted types on malformed files; bytes that are not text too
+        why = f"{type(err).__name__}: {str(err)[:120]}"
+        raise ValueError(f"xml: could not parse {path} as a serialised OpenMM System ({why})") from err
+    if not isinstance(system, openmm.System) or system.getNumParticles() == 0:
+        raise ValueError(f"xml: {path} holds no serialised OpenMM System with particles")
+    return system
+
+
+def read_pdb(pdb: str | Path, n_atoms: int | None = None):
+    """OpenMM's `PDBFile` of `pdb` (its first model's positions and its topology), checked to hold `n_atoms` atoms
+    where given; FileNotFoundError or ValueError naming the file."""
+    from openmm import app
+
+    path = Path(pdb)
+    if not path.is_file():
+        raise FileNotFoundError(f"pdb: file not found: {path}")
+    try:
+        pdb_file = app.PDBFile(str(path))
+    except Exception as err:
+        raise ValueError(f"pdb: could not parse {path}: {err!r}") from err
+    atoms = pdb_file.topology.getNumAtoms()
+    if atoms == 0 or (n_atoms is not None and atoms != n_atoms):
+        raise ValueError(f"pdb: {path} has {atoms} atoms, the system has {n_atoms}")
+    return pdb_file
+
+
+def read_positions(positions: str | Path, n_atoms: int) -> np.ndarray:
+    """The coordinates (n_atoms, 3) nm of a .inpcrd (`read_inpcrd`) or .pdb file (`read_pdb`, its first model);
+    ValueError naming `positions` for another extension, the readers' errors naming the file otherwise."""
+    from openmm import unit
+
+    suffix = Path(positions).suffix
+    if suffix == ".inpcrd":
+        return read_inpcrd(positions, n_atoms)
+    if suffix == ".pdb":
+        return np.asarray(read_pdb(positions, n_atoms).getPositions(asNumpy=True).value_in_unit(unit.nanometer))
+    raise ValueError(f"positions: expected a .inpcrd or .pdb file, got {Path(positions).name!r}")
 
 
 @dataclass(frozen=True)
@@ -207,16 +259,18 @@ class EmbeddedToy(ToyPotential):
 
 
 class OpenMMPotential:
-    """An AMBER prmtop through OpenMM (NoCutoff, no constraints), batched by a pool of Contexts.
+    """An AMBER prmtop (NoCutoff, no constraints) or a serialised OpenMM `System` (.xml, its forces as they are;
+    constraints play no part in energies) through OpenMM, batched by a pool of Contexts.
 
-    prmtop: path of the topology; solvent: None (vacuum) or "OBC1"/"OBC2"/"GBn"/"GBn2"/"HCT" implicit solvent;
-    temperature: K (sets kT in kJ/mol); workers: number of Contexts (one thread each); platform: OpenMM platform
-    name. x: (B, 3 N) in nm -> energies (B,) kJ/mol, forces (B, 3 N) kJ/mol/nm.
+    system: path of the .prmtop or .xml; solvent: None (vacuum) or "OBC1"/"OBC2"/"GBn"/"GBn2"/"HCT" implicit solvent
+    (a prmtop only); temperature: K (sets kT in kJ/mol); workers: number of Contexts (one thread each); platform:
+    OpenMM platform name; `topology`: the prmtop's (None for an XML system). x: (B, 3 N) in nm -> energies (B,)
+    kJ/mol, forces (B, 3 N) kJ/mol/nm.
     """
 
     def __init__(
         self,
-        prmtop: str | Path,
+        system: str | Path,
         *,
         solvent: str | None = None,
         temperature: float = 300.0,
@@ -226,13 +280,19 @@ class OpenMMPotential:
         import openmm
         from openmm import app
 
-        self.prmtop = read_prmtop(prmtop)
         implicit = None
         if solvent is not None:
             if solvent not in ("OBC1", "OBC2", "GBn", "GBn2", "HCT"):
                 raise ValueError(f"solvent: expected None or one of OBC1/OBC2/GBn/GBn2/HCT, got {solvent!r}")
             implicit = getattr(app, solvent)
-        system = self.prmtop.createSystem(nonbondedMethod=app.NoCutoff, constraints=None, implicitSolvent=implicit)
+        if Path(system).suffix == ".xml":
+            if solvent is not None:
+                raise ValueError(f"solvent: an XML system holds its own forces, got solvent {solvent!r}")
+            self.topology, system = None, read_system_xml(system)
+        else:
+            prmtop = read_prmtop(system)
+            self.topology = prmtop.topology
+            system = prmtop.createSystem(nonbondedMethod=app.NoCutoff, constraints=None, implicitSolvent=implicit)
         self.n_atoms = system.getNumParticles()
         self.dim = 3 * self.n_atoms
         self.kT = kT_kjmol(temperature)
@@ -257,9 +317,10 @@ class OpenMMPotential:
             forces[i] = state.getForces(asNumpy=True).value_in_unit(unit.kilojoule_per_mole / unit.nanometer).ravel()
         return energies, forces
 
-    def positions(self, inpcrd: str | Path) -> torch.Tensor:
-        """The coordinates of an AMBER inpcrd as (1, 3 N) nm float64, checked against this topology's atom count."""
-        return torch.as_tensor(read_inpcrd(inpcrd, self.n_atoms), dtype=torch.float64).reshape(1, -1)
+    def positions(self, positions: str | Path) -> torch.Tensor:
+        """The coordinates of an AMBER inpcrd or a PDB file (`read_positions`) as (1, 3 N) nm float64, checked
+        against this system's atom count."""
+        return torch.as_tensor(read_positions(positions, self.n_atoms), dtype=torch.float64).reshape(1, -1)
 
     def energy_and_forces(self, x: torch.Tensor) -> EnergyForces:
         _check_batch(x, self.dim, atoms=self.n_atoms)
