@@ -181,6 +181,7 @@ class WellTemperedBias:
         return {"values": self.values.clone(), "grads": self.grads.clone(), "n_hills": torch.tensor(self.n_hills)}
 
     def load_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        """Restore `state_dict()`'s grids and hill count; a grid of another shape is a ValueError naming `state`."""
         if tuple(state["values"].shape) != tuple(self.values.shape):
             raise ValueError(f"state: grid shape {tuple(state['values'].shape)} != {tuple(self.values.shape)}")
         self.values = state["values"].to(self.values)

@@ -52,6 +52,7 @@ class TorsionCV(_CV):
         self.indices = _check_indices(indices, 4, "indices")
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, 3 N) positions -> the dihedral angle (B,) in (-pi, pi]."""
         a = _atoms(x)
         p0, p1, p2, p3 = (a[:, i] for i in self.indices)
         b0, b1, b2 = p1 - p0, p2 - p1, p3 - p2
@@ -67,6 +68,7 @@ class DistanceCV(_CV):
         self.indices = _check_indices((i, j), 2, "i, j")
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, 3 N) positions -> the distance (B,)."""
         a = _atoms(x)
         return (a[:, self.indices[0]] - a[:, self.indices[1]]).norm(dim=-1)
 
@@ -78,6 +80,7 @@ class DistanceDifferenceCV(_CV):
         self.a, self.b = DistanceCV(*first), DistanceCV(*second)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, 3 N) positions -> d(i, j) - d(k, l): (B,)."""
         return self.a(x) - self.b(x)
 
 
@@ -90,6 +93,7 @@ class LinearCV(_CV):
             raise ValueError(f"w: expected a non-empty finite weight vector, got {w!r}")
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, D) -> w . x: (B,) in x's dtype."""
         if x.dim() != 2 or x.shape[1] != self.w.numel():
             raise ValueError(f"x: expected shape (B, {self.w.numel()}), got {tuple(x.shape)}")
         return x @ self.w.to(x)
@@ -108,6 +112,7 @@ class CVSet:
         return len(self.cvs)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, D) -> the CVs stacked: (B, K)."""
         return torch.stack([cv(x) for cv in self.cvs], dim=-1)
 
     def jacobian(self, x: torch.Tensor) -> torch.Tensor:

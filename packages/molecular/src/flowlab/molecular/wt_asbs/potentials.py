@@ -154,7 +154,9 @@ class Potential(Protocol):
     kT: float
     n_evals: int
 
-    def energy_and_forces(self, x: torch.Tensor) -> EnergyForces: ...
+    def energy_and_forces(self, x: torch.Tensor) -> EnergyForces:
+        """x: (B, D) -> energies (B,) and forces (B, D) = -dE/dx; adds B to `n_evals`."""
+        ...
 
 
 def _check_batch(x: torch.Tensor, dim: int, *, atoms: int | None = None) -> None:
@@ -184,9 +186,11 @@ class ToyPotential:
         self.n_evals = 0
 
     def energy(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, 2 or D) -> energies (B,) in k_BT; each toy defines it."""
         raise NotImplementedError
 
     def energy_and_forces(self, x: torch.Tensor) -> EnergyForces:
+        """x: (B, D) -> energies (B,) and forces -dE/dx (B, D) by autograd; adds B to `n_evals`."""
         _check_batch(x, self.dim)
         self.n_evals += x.shape[0]
         with torch.enable_grad():
@@ -216,6 +220,7 @@ class MuellerBrown(ToyPotential):
         self.beta = float(beta)
 
     def energy(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, 2) -> the scaled Mueller-Brown energies (B,)."""
         u, v = x[:, 0], x[:, 1]
         e = torch.zeros_like(u)
         for A, a, b, c, x0, y0 in zip(self._A, self._a, self._b, self._c, self._x0, self._y0, strict=True):
@@ -239,6 +244,7 @@ class FourWell(ToyPotential):
         self.minima = tuple((sx * 1.0, sy * 1.0) for sx in (-1, 1) for sy in (-1, 1))
 
     def energy(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, 2) -> the four-well energies (B,)."""
         u, v = x[:, 0], x[:, 1]
         return self.a * (u * u - 1) ** 2 + self.b * (v * v - 1) ** 2 + self.c * u + self.d * v
 
@@ -255,6 +261,7 @@ class EmbeddedToy(ToyPotential):
         self.minima, self.box, self.basin_radius = base.minima, base.box, base.basin_radius
 
     def energy(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, 2 + extra) -> the 2-D toy's energy plus the harmonic terms: (B,)."""
         return self.base.energy(x[:, :2]) + 0.5 * self.stiffness * (x[:, 2:] ** 2).sum(-1)
 
 
@@ -323,6 +330,7 @@ class OpenMMPotential:
         return torch.as_tensor(read_positions(positions, self.n_atoms), dtype=torch.float64).reshape(1, -1)
 
     def energy_and_forces(self, x: torch.Tensor) -> EnergyForces:
+        """x: (B, 3 N) in nm -> energies (B,) kJ/mol and forces (B, 3 N) kJ/mol/nm, spread over the Contexts."""
         _check_batch(x, self.dim, atoms=self.n_atoms)
         xs = x.detach().to("cpu", torch.float64).numpy()
         self.n_evals += len(xs)
@@ -408,6 +416,7 @@ class TBLitePotential:
         return math.nan, np.full(self.dim, math.nan), 2
 
     def energy_and_forces(self, x: torch.Tensor) -> EnergyForces:
+        """x: (B, 3 N) in nm -> energies (B,) kJ/mol and forces (B, 3 N) kJ/mol/nm from one single point each."""
         _check_batch(x, self.dim, atoms=self.n_atoms)
         xs = x.detach().to("cpu", torch.float64).numpy()
         self.n_evals += len(xs)
@@ -452,6 +461,7 @@ class DistanceWalls:
 
     @property
     def n_evals(self) -> int:
+        """The base potential's evaluation count (the walls add none)."""
         return self.base.n_evals
 
     @n_evals.setter
