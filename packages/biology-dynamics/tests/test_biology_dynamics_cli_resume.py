@@ -10,23 +10,17 @@ from typing import get_args
 import anndata as ad
 import numpy as np
 import pytest
-import torch
 from typer.testing import CliRunner
 
 from flowlab.biology_dynamics.cli import cells_app, dna_app
 from flowlab.biology_dynamics.wfr_fm import objective
 from flowlab.biology_dynamics.wright_fisher.run import Domain
-from flowlab.core.testing import assert_same_tensors
+from flowlab.core.testing import assert_same_tensors, ctrl_c_at
 
 TOY = ["train", "--task", "toy-simplex", "--letters", "4", "--length", "2", "--width", "16", "--batch", "16"]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _run(app, *args: str, code: int = 0) -> str:
@@ -68,16 +62,8 @@ def test_an_interrupted_cells_fit_run_again_ends_as_the_uninterrupted_one(tmp_pa
     adata.write_h5ad(tmp_path / "course.h5ad")
     args = ["fit", str(tmp_path / "course.h5ad"), "--time-key", "day", "--use-rep", "X_pca", "--iters", "10",
             "--batch", "16"]  # fmt: skip
-    real, calls = objective.matching_loss, []
-
-    def interrupted(*a, **k):
-        calls.append(None)
-        if len(calls) == 5:
-            raise KeyboardInterrupt
-        return real(*a, **k)
-
     with monkeypatch.context() as patch:
-        patch.setattr(objective, "matching_loss", interrupted)
+        ctrl_c_at(patch, objective, "matching_loss", 5)
         _run(cells_app, *args, "--out", str(tmp_path / "a"), code=130)
     assert [p.name for p in (tmp_path / "a").iterdir()] == ["run.json"]
     _run(cells_app, *args, "--out", str(tmp_path / "a"))  # only run.json there: a fresh run

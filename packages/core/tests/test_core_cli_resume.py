@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from flowlab.core.gfm import train as gfm_train
 from flowlab.core.gfm.cli import app
-from flowlab.core.testing import assert_same_tensors
+from flowlab.core.testing import assert_same_tensors, ctrl_c_at
 
 ARGS = ["train", "--data", "torus:2", "--objective", "psd", "--steps", "6", "--batch-size", "16", "--hidden", "8",
         "--no-progress"]  # fmt: skip
@@ -27,16 +27,8 @@ def test_an_interrupted_manifold_run_again_ends_as_the_uninterrupted_one(tmp_pat
     """Ctrl-C at the fourth of six steps leaves no checkpoint; the same command in that folder trains from the start
     to an uninterrupted run's checkpoint and EMA model, and so does a rerun over the finished run. More steps or
     another seed are refused."""
-    real, calls = gfm_train.gfm_loss, []
-
-    def interrupted(*a, **k):
-        calls.append(None)
-        if len(calls) == 4:
-            raise KeyboardInterrupt
-        return real(*a, **k)
-
     with monkeypatch.context() as patch:
-        patch.setattr(gfm_train, "gfm_loss", interrupted)
+        ctrl_c_at(patch, gfm_train, "gfm_loss", 4)
         _run(*ARGS, "--out", str(tmp_path / "a"), code=130)
     assert [p.name for p in (tmp_path / "a").iterdir()] == ["run.json"]
     _run(*ARGS, "--out", str(tmp_path / "a"))

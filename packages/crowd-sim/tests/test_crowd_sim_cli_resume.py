@@ -9,10 +9,9 @@ import os
 from pathlib import Path
 
 import pytest
-import torch
 from typer.testing import CliRunner
 
-from flowlab.core.testing import assert_same_tensors
+from flowlab.core.testing import assert_same_tensors, ctrl_c_at
 from flowlab.crowd_sim.cli import app
 from flowlab.crowd_sim.envsocial_diff import train
 
@@ -21,36 +20,19 @@ pytestmark = pytest.mark.skipif(not (ROOT / "crowds").is_dir(), reason=f"crowds 
 
 
 @pytest.fixture(autouse=True)
-def _tiny(monkeypatch):
+def _tiny(monkeypatch, one_thread):
     """One thread, and rollouts of 2 frames, one graph a step and one DDIM step (no options set them)."""
     monkeypatch.setattr(
         train,
         "TrainConfig",
         functools.partial(train.TrainConfig, horizon=2, finetune_graphs=1, finetune_sample_steps=1),
     )
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _run(*args: str, code: int = 0) -> str:
     res = CliRunner().invoke(app, list(args))
     assert res.exit_code == code, res.output
     return res.output
-
-
-def _ctrl_c_at(monkeypatch, call: int) -> None:
-    """The denoising loss (of either phase) raises KeyboardInterrupt (Ctrl-C) at its `call`-th call."""
-    real, calls = train.epsilon_loss, []
-
-    def interrupted(*args, **kwargs):
-        calls.append(None)
-        if len(calls) == call:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(train, "epsilon_loss", interrupted)
 
 
 def test_a_run_interrupted_in_each_phase_resumes_bit_exactly(tmp_path, monkeypatch):
@@ -64,7 +46,7 @@ def test_a_run_interrupted_in_each_phase_resumes_bit_exactly(tmp_path, monkeypat
     for again, kept in (([], ["teacher/step-000000002"]),
                         (["--resume"], ["teacher/step-000000002", "teacher/step-000000004"])):  # fmt: skip
         with monkeypatch.context() as patch:
-            _ctrl_c_at(patch, 4)
+            ctrl_c_at(patch, train, "epsilon_loss", 4)  # the denoising loss of either phase
             _run(*args, *a, *again, code=130)
         assert sorted(p.relative_to(tmp_path / "a").as_posix() for p in (tmp_path / "a").glob("*/step-*")) == kept
     assert "pass --resume" in _run(*args, *a, code=2)

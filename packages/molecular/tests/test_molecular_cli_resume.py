@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from typer.testing import CliRunner
 
-from flowlab.core.testing import assert_same_tensors
+from flowlab.core.testing import assert_same_tensors, ctrl_c_at
 from flowlab.molecular.cli import app
 from flowlab.molecular.wt_asbs.asbs import ASBS, ASBSConfig
 from flowlab.molecular.wt_asbs.benchmarks.toy import TOY
@@ -30,16 +30,8 @@ def test_an_interrupted_toy_run_again_ends_as_the_uninterrupted_one(tmp_path, mo
                       skip_epochs=0, new_samples=32, batch_size=32, hidden=(16, 16))  # fmt: skip
     monkeypatch.setitem(TOY.variants, "quick", replace(quick, sampler=replace(quick.sampler, asbs=tiny)))
     args = ["sample", "--system", "four-well", "--n", "16"]
-    real, calls = ASBS._loss, []
-
-    def interrupted(*a, **k):
-        calls.append(None)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return real(*a, **k)
-
     with monkeypatch.context() as patch:
-        patch.setattr(ASBS, "_loss", interrupted)
+        ctrl_c_at(patch, ASBS, "_loss", 3)
         _run(*args, "--out", str(tmp_path / "a"), code=130)
     assert [p.name for p in (tmp_path / "a").iterdir()] == ["run.json"]
     _run(*args, "--out", str(tmp_path / "a"))

@@ -9,16 +9,11 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-import torch
 
 
 @pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny networks on a shared 2-core machine: one intra-op thread avoids oversubscription."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+def _one_thread(one_thread):
+    """Every rl test on one intra-op thread (the core plugin's `one_thread`)."""
 
 
 def _write_minari(folder: Path, episodes: list[dict[str, np.ndarray]], action_space: dict | None = None) -> Path:

@@ -9,7 +9,7 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from flowlab.core.testing import assert_same_tensors
+from flowlab.core.testing import assert_same_tensors, ctrl_c_at
 from flowlab.rl_control.cli import app
 from flowlab.rl_control.mac_flow import model as mac_flow_model
 from flowlab.rl_control.value_flows import online
@@ -22,19 +22,6 @@ def _run(*args: str, code: int = 0) -> str:
     res = runner.invoke(app, list(args))
     assert res.exit_code == code, res.output
     return res.output
-
-
-def _ctrl_c_at(monkeypatch, owner, name: str, call: int) -> None:
-    """`owner.name` raises KeyboardInterrupt (Ctrl-C) at its `call`-th call."""
-    real, calls = getattr(owner, name), []
-
-    def interrupted(*args, **kwargs):
-        calls.append(None)
-        if len(calls) == call:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(owner, name, interrupted)
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -59,7 +46,7 @@ def test_an_interrupted_online_phase_runs_again_as_the_uninterrupted_one(tmp_pat
     args = ["train", "--dataset", str(data), "--method", "td", "--batch-size", "16", "--steps", "4",
             "--online-steps", "6", "--n-envs", "2"]  # fmt: skip
     with monkeypatch.context() as patch:
-        _ctrl_c_at(patch, online, "noisy_step", 3)
+        ctrl_c_at(patch, online, "noisy_step", 3)
         _run(*args, "--out", str(tmp_path / "a"), code=130)
     assert not (tmp_path / "a" / "online").exists()
     resumed = _run(*args, "--out", str(tmp_path / "a"), "--resume")
@@ -78,7 +65,7 @@ def test_mac_flow_interrupted_in_its_policy_stage_resumes_bit_exactly(tmp_path, 
     _run("marl-collect", "--env", "xor", "--transitions", "200", "--out", str(data))
     args = ["marl-train", "--dataset", str(data), "--env", "xor", "--hidden", "8", "--batch-size", "16"]
     with monkeypatch.context() as patch:
-        _ctrl_c_at(patch, mac_flow_model, "distillation_loss", 2)
+        ctrl_c_at(patch, mac_flow_model, "distillation_loss", 2)
         _run(*args, "--steps", "3", "--out", str(tmp_path / "a"), code=130)
     assert [p.parent.name for p in (tmp_path / "a").glob("*/step-*")] == ["bc"]
     resumed = _run(*args, "--steps", "3", "--out", str(tmp_path / "a"), "--resume")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from flowlab.core.testing import assert_same_tensors
+from flowlab.core.testing import assert_same_tensors, ctrl_c_at
 from flowlab.trust_ood.certificate import evaluate
 from flowlab.trust_ood.cli import app
 
@@ -23,12 +23,8 @@ def test_an_interrupted_study_run_again_ends_as_the_uninterrupted_one(tmp_path, 
     folder trains every model from the start to the weights of an uninterrupted study."""
     args = ["train", "--pairs", "16", "--regressor-steps", "2", "--score-steps", "2", "--regressor", "cnn",
             "--ode-steps", "2"]  # fmt: skip
-
-    def interrupted(*a, **k):
-        raise KeyboardInterrupt
-
     with monkeypatch.context() as patch:
-        patch.setattr(evaluate, "train_score_model", interrupted)
+        ctrl_c_at(patch, evaluate, "train_score_model", 1)
         _run(*args, "--out", str(tmp_path / "a"), code=130)
     assert [p.name for p in (tmp_path / "a").iterdir()] == ["run.json"]
     _run(*args, "--out", str(tmp_path / "a"))

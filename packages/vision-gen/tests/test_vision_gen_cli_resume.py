@@ -8,7 +8,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from flowlab.core.testing import assert_same_tensors
+from flowlab.core.testing import assert_same_tensors, ctrl_c_at
 from flowlab.vision_gen.cli import vision
 from flowlab.vision_gen.cmt import train as cmt_train
 from flowlab.vision_gen.gendr_pix import objective as sr_objective
@@ -20,12 +20,7 @@ TINY = ["--teacher-dim", "16", "--teacher-depth", "1", "--teacher-steps", "4"]
 TINY_AE = AutoencoderConfig(size=32, in_channels=3, latent_channels=8, channels=(4, 8, 8), dataset="photos")
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _run(*args: str, code: int = 0) -> str:
@@ -40,16 +35,8 @@ def _run(*args: str, code: int = 0) -> str:
 def _resumes(folder, monkeypatch, args: list[str], owner, name: str, call: int) -> None:
     """`args --out folder/a` stopped by Ctrl-C at the `call`-th call of `owner.name` and run again with --resume ends
     with the checkpoints and models of `args --out folder/b` run once (without --resume it is refused)."""
-    real, calls = getattr(owner, name), []
-
-    def interrupted(*a, **k):
-        calls.append(None)
-        if len(calls) == call:
-            raise KeyboardInterrupt
-        return real(*a, **k)
-
     with monkeypatch.context() as patch:
-        patch.setattr(owner, name, interrupted)
+        ctrl_c_at(patch, owner, name, call)
         _run(*args, "--out", str(folder / "a"), code=130)
     assert "pass --resume" in _run(*args, "--out", str(folder / "a"), code=2)
     _run(*args, "--out", str(folder / "a"), "--resume")

@@ -32,6 +32,7 @@ __all__ = [
     "json_text",
     "load_weights_option",
     "option_error",
+    "positive_ints_option",
 ]
 
 
@@ -43,6 +44,18 @@ def device_option(device: str, option: str = "--device") -> torch.device:
         return check_device(device)
     except ValueError as err:
         raise typer.BadParameter(str(err), param_hint=option) from err
+
+
+def positive_ints_option(text: str, option: str) -> tuple[int, ...]:
+    """The comma-separated positive ints of an option (network widths such as 128,128, NFEs such as 1,2,4); anything
+    else is reported against `option`."""
+    try:
+        values = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise typer.BadParameter(f"expected comma-separated positive ints like 1,2,4, got {text!r}", param_hint=option)
+    return values
 
 
 #: the help of every training command's two run-folder flags, the same in every group

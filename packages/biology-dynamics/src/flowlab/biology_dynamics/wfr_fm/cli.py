@@ -18,6 +18,7 @@ from flowlab.core.cli import (
     device_option,
     json_text,
     option_error,
+    positive_ints_option,
 )
 
 if TYPE_CHECKING:
@@ -59,19 +60,6 @@ def _read(ctx: typer.Context, path: Path, time_key: str, use_rep: str) -> ad.Ann
     except ValueError as err:
         raise option_error(err, ctx=ctx, default="DATA", where=path.name) from err
     return adata
-
-
-def _widths(text: str | None, option: str) -> tuple[int, ...] | None:
-    """--v-hidden / --g-hidden as a tuple of positive widths (None: not given)."""
-    if text is None:
-        return None
-    try:
-        widths = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        widths = ()
-    if not widths or min(widths) < 1:
-        raise typer.BadParameter(f"expected comma-separated positive widths, got {text!r}", param_hint=option)
-    return widths
 
 
 def _times(text: str | None) -> list[float] | None:
@@ -130,7 +118,10 @@ def fit_cmd(
     device_option(device)
     if preset is not None and preset not in PRESETS:
         raise typer.BadParameter(f"expected one of {PRESETS}, got {preset!r}", param_hint="--config")
-    widths = {"v_hidden": _widths(v_hidden, "--v-hidden"), "g_hidden": _widths(g_hidden, "--g-hidden")}
+    widths = {
+        name: None if text is None else positive_ints_option(text, option)
+        for name, text, option in (("v_hidden", v_hidden, "--v-hidden"), ("g_hidden", g_hidden, "--g-hidden"))
+    }
     adata = _read(ctx, data, time_key, use_rep)
     klass = model_class(method)
     has_delta = "delta" in {f.name for f in dataclasses.fields(klass.config_cls)}

@@ -128,13 +128,14 @@ def select_delta(
             raise ValueError(f"held_out: time {t:g} has {rows.size} cells, too few to hold out a share of {held_out}")
         keep[rng.choice(rows, n_out, replace=False)] = False
     fitted, scored = adata[keep].copy(), fit_series(adata[~keep], time_key=time_key, use_rep=use_rep)
-    candidates = delta_candidates(fit_series(fitted, time_key=time_key, use_rep=use_rep), count=count, seed=seed)
+    fitted_series = fit_series(fitted, time_key=time_key, use_rep=use_rep)
+    candidates = delta_candidates(fitted_series, count=count, seed=seed)
+    start = fitted_series.X[0].numpy()
     scores = {}
     for delta in map(float, candidates):
         model = WFRFlowMatching(replace(config, delta=delta))
         model.fit(fitted, time_key=time_key, use_rep=use_rep, device=device,
                   generator=torch.Generator(device).manual_seed(seed))  # fmt: skip
-        start = fit_series(fitted, time_key=time_key, use_rep=use_rep).X[0].numpy()
         traj = model.simulate_points(start, t_from=scored.times[0], times=list(scored.times))
         weights = traj.weights.cpu().numpy()
         scores[delta] = float(np.mean([w1(traj.x[k], scored.X[k], weights[k]) for k in range(1, len(scored.times))]))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP, SEEDS, json_text
+from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP, SEEDS, json_text, positive_ints_option
 
 if TYPE_CHECKING:
     import torch
@@ -88,17 +88,6 @@ def _dataset_option(spec: str, *, seed: int, data_root: str | None) -> Dataset:
         spec_error = str(err).startswith("data: ")
         option = "--data-root" if spec.startswith("earth:") and not spec_error else "--data"
         raise typer.BadParameter(str(err).removeprefix("data: "), param_hint=option) from err
-
-
-def _positive_ints(text: str, option: str) -> tuple[int, ...]:
-    """The comma-separated positive ints of an option (MLP widths, NFEs)."""
-    try:
-        values = tuple(int(v) for v in text.split(","))
-    except ValueError:
-        values = ()
-    if not values or min(values) < 1:
-        raise typer.BadParameter(f"expected comma-separated positive ints, got {text!r}", param_hint=option)
-    return values
 
 
 def _run_fail(problem: str) -> typer.BadParameter:
@@ -181,7 +170,7 @@ def train(
     from flowlab.core.train.run_folder import data_fingerprint
 
     resolved = device_option(device)
-    widths = _positive_ints(hidden, "--hidden")
+    widths = positive_ints_option(hidden, "--hidden")
     try:
         config = GFMConfig(
             objective=objective, steps=steps, batch_size=batch_size, hidden=widths, lr=lr,
@@ -307,7 +296,7 @@ def evaluate(
     from flowlab.core.gfm.evaluate import MAX_REFERENCE, evaluate_nll, mmd_by_nfe, mmd_split_floor, reference_bandwidth
     from flowlab.core.gfm.sample import SAMPLERS
 
-    nfes = _positive_ints(nfe, "--nfe")
+    nfes = positive_ints_option(nfe, "--nfe")
     _choice(sampler, SAMPLERS, "--sampler")
     fm, meta, ds = _load_run(run)
     reference = ds.test[:MAX_REFERENCE]

@@ -105,3 +105,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def device(request: pytest.FixtureRequest) -> torch.device:
     """Run the test once per available device (CPU always; CUDA when present)."""
     return request.param
+
+
+@pytest.fixture
+def one_thread():
+    """torch on one intra-op thread for the test (restored after): tiny networks on a shared 2-core machine avoid
+    oversubscription, and float reductions do not depend on how work splits over threads."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import typer
 
-from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP, claim_run_option, device_option, option_error
+from flowlab.core.cli import (
+    OVERWRITE_HELP,
+    RESUME_HELP,
+    claim_run_option,
+    device_option,
+    option_error,
+    positive_ints_option,
+)
 from flowlab.rl_control.cli_options import check_json_out, dataset_digest, read_dataset, write_json
 from flowlab.rl_control.envs.names import GAME_NAMES, SPREAD_QUALITIES
 from flowlab.rl_control.mac_flow.names import METHODS
@@ -19,17 +26,6 @@ ENVS = ("spread", *sorted(GAME_NAMES))
 def _check_env(env: str) -> None:
     if env not in ENVS:
         raise typer.BadParameter(f"unknown environment {env!r}; expected one of {', '.join(ENVS)}", param_hint="--env")
-
-
-def _widths(hidden: str) -> tuple[int, ...]:
-    try:
-        widths = tuple(int(h) for h in hidden.split(","))
-    except ValueError:
-        widths = ()
-    if not widths or min(widths) < 1:
-        raise typer.BadParameter(f"expected comma-separated positive widths like 128,128, got {hidden!r}",
-                                 param_hint="--hidden")  # fmt: skip
-    return widths
 
 
 def _check_spaces(env: str, dataset: Path, data) -> None:
@@ -115,8 +111,9 @@ def train_cmd(
 
     _check_env(env)
     dev = device_option(device)
-    settings = {"method": method, "hidden": _widths(hidden), "lr": lr, "gamma": gamma, "alpha": alpha,
-                "mixer": mixer, "bc_flow": bc_flow}  # fmt: skip
+    widths = positive_ints_option(hidden, "--hidden")
+    settings = {"method": method, "hidden": widths, "lr": lr, "gamma": gamma, "alpha": alpha, "mixer": mixer,
+                "bc_flow": bc_flow}  # fmt: skip
     try:
         config = MARLConfig.from_mapping(settings)
     except ValueError as err:

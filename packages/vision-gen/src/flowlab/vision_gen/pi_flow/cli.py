@@ -16,20 +16,11 @@ from flowlab.core.cli import (
     device_option,
     json_text,
     option_error,
+    positive_ints_option,
 )
 from flowlab.vision_gen.kit.cli import teacher_from_options
 
 app = typer.Typer(help="pi-Flow: few-step policy students distilled by imitation.", no_args_is_help=True)
-
-
-def _nfes(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(","))
-    except ValueError as err:
-        raise typer.BadParameter(f"--nfe: expected comma-separated step counts like 1,2,4, got {text!r}") from err
-    if not values or any(v < 1 for v in values):
-        raise typer.BadParameter(f"--nfe: expected positive step counts, got {text!r}")
-    return values
 
 
 def _positive(value: int, name: str) -> int:
@@ -73,8 +64,9 @@ def distill(
     from flowlab.vision_gen.pi_flow.train import distill_digits
 
     dev = device_option(device)
+    nfes = positive_ints_option(nfe, "--nfe")
     try:
-        config = PiFlowConfig(method=method, steps=steps, nfe=_nfes(nfe), components=components, guidance=guidance,
+        config = PiFlowConfig(method=method, steps=steps, nfe=nfes, components=components, guidance=guidance,
                               seed=seed)  # fmt: skip
     except ValueError as err:
         raise option_error(err) from err
@@ -140,7 +132,7 @@ def evaluate(
     from flowlab.vision_gen.pi_flow.sample import sample_piflow
 
     dev = device_option(device)
-    nfes = _nfes(nfe)
+    nfes = positive_ints_option(nfe, "--nfe")
     _positive(n, "--n")
     _positive(teacher_steps, "--teacher-steps")
     model, config, teacher_config = _load(student, dev)
