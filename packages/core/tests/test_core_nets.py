@@ -536,6 +536,82 @@ def test_graph_builders_edge_cases_and_bad_inputs():
         radius_graph(far, 1.0, max_num_neighbors=0)
 
 
+def _grid_test_points(
+    d: int, dtype: torch.dtype, seed: int = 0, lattice: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Uniform points, a tight cluster and (with `lattice`) points at integer multiples of 0.5 (cell
+    boundaries for r = 0.5, with pairs at exactly r), shuffled; and unsorted graph ids (negative ones too)."""
+    g = _gen(seed)
+    parts = [torch.rand(70, d, generator=g, dtype=torch.float64) * 3]
+    parts.append(1.5 + 0.05 * torch.randn(40, d, generator=g, dtype=torch.float64))
+    if lattice:
+        parts.append(0.5 * torch.randint(0, 5, (40, d), generator=g).double())
+    pos = torch.cat(parts)
+    pos = pos[torch.randperm(len(pos), generator=g)].to(dtype)
+    return pos, torch.randint(-2, 3, (len(pos),), generator=g)
+
+
+def _by_target_and_distance(edge_index: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    """(target, distance) of every edge, sorted: equal for edge lists that differ only among equal distances."""
+    dist = (pos[edge_index[0]] - pos[edge_index[1]]).norm(dim=-1).double()
+    order = torch.argsort(dist, stable=True)
+    order = order[torch.argsort(edge_index[1, order], stable=True)]
+    return torch.stack([edge_index[1, order].double(), dist[order]])
+
+
+@pytest.mark.parametrize("cap", [None, 3])
+@pytest.mark.parametrize("loop", [False, True])
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_radius_graph_grid_matches_dense(d, batched, loop, cap):
+    dtype = torch.float32 if d == 2 else torch.float64
+    pos, batch = _grid_test_points(d, dtype, seed=d)
+    kwargs = dict(batch=batch if batched else None, loop=loop, max_num_neighbors=cap)
+    dense = radius_graph(pos, 0.5, method="dense", **kwargs)
+    grid = radius_graph(pos, 0.5, method="grid", block_pairs=64, **kwargs)  # many small chunks
+    assert dense.shape[1] > 0
+    if cap is None:
+        assert torch.equal(grid, dense)
+        return
+    # ties at the cap (lattice points) may go to different sources, at the same distances
+    assert torch.equal(_by_target_and_distance(grid, pos), _by_target_and_distance(dense, pos))
+    pos, batch = _grid_test_points(d, dtype, seed=d, lattice=False)  # no exact ties among random points
+    kwargs["batch"] = batch if batched else None
+    assert torch.equal(
+        radius_graph(pos, 0.5, method="grid", **kwargs), radius_graph(pos, 0.5, method="dense", **kwargs)
+    )
+
+
+def test_radius_graph_grid_edge_cases_and_overflow_guard():
+    for method in ("grid", "auto"):
+        assert radius_graph(torch.zeros(0, 2), 1.0, method=method).shape == (2, 0)
+    one = torch.tensor([[0.3, -2.0]])
+    assert radius_graph(one, 1.0, method="grid").shape == (2, 0)
+    assert radius_graph(one, 1.0, method="grid", loop=True).tolist() == [[0], [0]]
+    # a sparse but huge 1-D grid still fits int64 keys
+    line = torch.tensor([[0.0], [0.7], [1e15], [1e15 + 0.9], [-3e14]], dtype=torch.float64)
+    assert torch.equal(radius_graph(line, 1.0, method="grid"), radius_graph(line, 1.0, method="dense"))
+    # 3-D points spread over 1e7 cells per dimension overflow int64 keys: grid refuses, auto falls back
+    g = _gen(5)
+    spread = torch.rand(1100, 3, generator=g, dtype=torch.float64) * 1e7
+    spread[1:50] = spread[0] + 0.2 * torch.rand(49, 3, generator=g, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"method: 'grid' .* int64"):
+        radius_graph(spread, 1.0, method="grid")
+    dense = radius_graph(spread, 1.0, method="dense")
+    assert dense.shape[1] > 0 and torch.equal(radius_graph(spread, 1.0), dense)
+    # above the auto threshold, on points that fit, auto takes the grid and agrees with dense
+    square = torch.rand(1100, 2, generator=g) * 30
+    assert torch.equal(radius_graph(square, 1.0), radius_graph(square, 1.0, method="dense"))
+
+
+def test_radius_graph_bad_method():
+    pos = torch.rand(5, 2, generator=_gen(6))
+    with pytest.raises(ValueError, match="method: unknown value 'kdtree'"):
+        radius_graph(pos, 1.0, method="kdtree")
+    with pytest.raises(ValueError, match="method: 'grid' needs points of dimension 1 to 3"):
+        radius_graph(torch.rand(5, 4, generator=_gen(6)), 1.0, method="grid")
+
+
 # -------------------------------------------------------------------------------------------------- wrappers
 
 
