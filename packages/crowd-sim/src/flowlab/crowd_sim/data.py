@@ -229,6 +229,25 @@ class Scene:
     frame: str
     homography: torch.Tensor
 
+    @classmethod
+    def from_tracks(
+        cls,
+        paths: str | Path | Sequence[str | Path],
+        *,
+        fps: float | None = None,
+        time_unit: float | None = None,
+        annotations: str | Path | dict | None = None,
+        name: str | None = None,
+        delimiter: str | None = None,
+    ) -> Scene:
+        """A scene from a user's trajectory files (4-column "frame ped_id x y" or the package's CSV + JSON) and
+        optional annotations: `flowlab.crowd_sim.tracks.scene_from_tracks`, which documents the arguments."""
+        from flowlab.crowd_sim.tracks import scene_from_tracks  # tracks builds on this module
+
+        return scene_from_tracks(
+            paths, fps=fps, time_unit=time_unit, annotations=annotations, name=name, delimiter=delimiter
+        )
+
     def pixel_to_metres(self, uv: torch.Tensor) -> torch.Tensor:
         """Image pixels uv: (..., 2) (u right, v down, origin top-left) -> (..., 2) metres in the scene's frame."""
         return _apply_homography(self.homography, _check_points(uv, "uv"))
