@@ -14,6 +14,7 @@ import torch
 
 from flowlab.core.metrics import sinkhorn_distance_batched
 from flowlab.core.metrics.mmd import mmd as core_mmd
+from flowlab.core.nets import radius_graph
 from flowlab.core.validation import check_tensor
 from flowlab.crowd_sim.data import _check_mask, present_range
 
@@ -93,28 +94,29 @@ def dtw(sim: torch.Tensor, real: torch.Tensor, mask: torch.Tensor) -> float:
     return float((_dtw_cost(x, y, n) / n).mean())
 
 
-def collisions(positions: torch.Tensor, mask: torch.Tensor, *, threshold: float = 0.5) -> int:
+def collisions(
+    positions: torch.Tensor, mask: torch.Tensor, *, threshold: float = 0.5, groups: torch.Tensor | None = None
+) -> int:
     """Collision events: pairs (i < j), both present, closer than `threshold` (m), counted once per contiguous run
     of frames in which they stay closer (a pair that separates, or leaves, and comes close again counts again).
 
-    positions: (T, P, 2); mask: (T, P) bool.
+    positions: (T, P, 2); mask: (T, P) bool; groups: (P,) long, pedestrians of different groups never collide
+    (None: one group). Each frame's close pairs come from the core's `radius_graph`, linear in the pedestrians.
     """
     _check_positions(positions, "positions")
     _check_mask(mask, positions.shape[:2])
     _check_present_finite(positions, mask, "positions")
     if not (isinstance(threshold, int | float) and math.isfinite(threshold) and threshold > 0):
         raise ValueError(f"threshold: expected a positive distance in metres, got {threshold!r}")
-    T, P = mask.shape
-    pairs = torch.ones(P, P, dtype=torch.bool, device=mask.device).triu(1)
-    before = torch.zeros(P, P, dtype=torch.bool, device=mask.device)
-    chunk = max(1, 2**22 // max(P * P, 1))
-    events = torch.zeros((), dtype=torch.long, device=mask.device)
-    for start in range(0, T, chunk):
-        close = _close_pairs(positions[start : start + chunk], mask[start : start + chunk], threshold) & pairs
-        previous = torch.cat([before.unsqueeze(0), close[:-1]])
-        events += (close & ~previous).sum()
-        before = close[-1]
-    return int(events)
+    P = mask.shape[1]
+    batch = torch.zeros(P, dtype=torch.long) if groups is None else groups.to(device=mask.device, dtype=torch.long)
+    before = torch.zeros(0, dtype=torch.long, device=mask.device)
+    events = 0
+    for t in range(mask.shape[0]):
+        close = _close_pairs(positions[t], mask[t], batch.to(mask.device), threshold)
+        events += int((~torch.isin(close, before)).sum())
+        before = close
+    return events
 
 
 def min_ade(pred: torch.Tensor, true: torch.Tensor) -> float:
@@ -235,12 +237,14 @@ def _dtw_cost(x: torch.Tensor, y: torch.Tensor, n: torch.Tensor) -> torch.Tensor
     return cost.scatter(0, order, cost.clone())
 
 
-def _close_pairs(positions: torch.Tensor, mask: torch.Tensor, threshold: float) -> torch.Tensor:
-    """(t, P, P) bool: both present and closer than threshold (exact pairwise differences, no matmul expansion)."""
-    both = mask.unsqueeze(2) & mask.unsqueeze(1)
-    safe = torch.where(mask.unsqueeze(-1), positions, 0)
-    distance = torch.cdist(safe, safe, compute_mode="donot_use_mm_for_euclid_dist")
-    return both & (distance < threshold)
+def _close_pairs(positions: torch.Tensor, mask: torch.Tensor, batch: torch.Tensor, threshold: float) -> torch.Tensor:
+    """Pairs i < j of one frame (positions (P, 2), mask (P,)), both present, same graph of batch (P,), closer than
+    threshold, as sorted keys i * P + j (K,) long."""
+    present = mask.nonzero().squeeze(1)
+    src, dst = radius_graph(positions[present].float(), threshold, batch=batch[present])
+    i, j = present[dst], present[src]
+    near = (i < j) & ((positions[i] - positions[j]).norm(dim=-1) < threshold)
+    return torch.sort(i[near] * mask.shape[0] + j[near]).values
 
 
 def _forecast_errors(pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:

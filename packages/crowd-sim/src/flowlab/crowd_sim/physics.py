@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from flowlab.core.nets import radius_graph
 from flowlab.crowd_sim.geometry import closest_points_on_boxes, unit
 
 __all__ = [
@@ -48,9 +49,14 @@ class DestinationForce:
 
 
 def integrate(
-    positions: torch.Tensor, velocities: torch.Tensor, accelerations: torch.Tensor, dt: float, max_speed: float
+    positions: torch.Tensor,
+    velocities: torch.Tensor,
+    accelerations: torch.Tensor,
+    dt: float,
+    max_speed: float | torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One step: p <- p + dt v; v <- v + dt a with the speed clipped at `max_speed`. All (..., 2)."""
+    """One step: p <- p + dt v; v <- v + dt a with the speed clipped at `max_speed` (a number, or per pedestrian
+    (..., 1) broadcastable). All others (..., 2)."""
     positions = positions + dt * velocities
     v = velocities + dt * accelerations
     speed = v.norm(dim=-1, keepdim=True)
@@ -98,19 +104,28 @@ def social_force(
     *,
     destination_force: DestinationForce,
     params: SocialForceParams,
+    groups: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Social-force accelerations of every pedestrian, batched over replicas.
 
-    positions, velocities: (R, P, 2); destinations: (P, 2); alive: (P,) bool; boxes: (M, 4, 2) obstacle corners
-    -> (R, P, 2) (0 for pedestrians that are not alive).
+    positions, velocities: (R, P, 2); destinations: (P, 2); alive: (P,) bool; boxes: (M, 4, 2) obstacle corners;
+    groups: (P,) long, pedestrians of different groups never interact (None: one group) -> (R, P, 2) (0 for
+    pedestrians that are not alive). Pairs within `cutoff` come from the core's `radius_graph` (linear in P).
     """
     force = destination_force(positions, velocities, destinations)
-    diff = positions[:, :, None, :] - positions[:, None, :, :]  # (R, P, P, 2): p_i - p_j
+    R, P = positions.shape[:2]
+    live = alive.nonzero().squeeze(1)
+    group = torch.zeros_like(alive, dtype=torch.long) if groups is None else groups.to(alive.device).long()
+    graph = (torch.arange(R, device=alive.device)[:, None] * (int(group.max()) + 1 if P else 1) + group[live]).flatten()
+    flat = positions[:, live].reshape(-1, 2)
+    src, dst = radius_graph(flat, params.cutoff, batch=graph)
+    diff = flat[dst] - flat[src]  # p_i - p_j
     dist = diff.norm(dim=-1)
-    pair = alive[:, None] & alive[None, :] & ~torch.eye(alive.numel(), dtype=torch.bool, device=alive.device)
-    near = pair & (dist < params.cutoff)
-    mag = torch.where(near, params.A * torch.exp((params.r - dist) / params.B), torch.zeros_like(dist))
-    force = force + (mag[..., None] * unit(diff)).sum(2)
+    near = dist < params.cutoff
+    mag = params.A * torch.exp((params.r - dist[near]) / params.B)
+    pushed = flat.new_zeros(flat.shape).index_add_(0, dst[near], mag[:, None] * unit(diff[near]))
+    force = force.clone()
+    force[:, live] = force[:, live] + pushed.reshape(R, -1, 2)
     if boxes.shape[0]:
         flat = positions.reshape(-1, 2)
         closest, inside = closest_points_on_boxes(flat, boxes)  # (R*P, M, 2)

@@ -34,7 +34,8 @@ __all__ = [
 @dataclass(frozen=True)
 class StepState:
     """What a policy sees at one frame: positions, velocities, previous accelerations (R, P, 2); history
-    (R, P, H, 6); alive (P,) bool; destinations (P, 2); the frame number; the sampling generator."""
+    (R, P, H, 6); alive (P,) bool; destinations (P, 2); the frame number; the sampling generator; groups (P,) long
+    (pedestrians of different groups never interact; None: one group)."""
 
     positions: torch.Tensor
     velocities: torch.Tensor
@@ -44,6 +45,15 @@ class StepState:
     destinations: torch.Tensor
     frame: int
     generator: torch.Generator | None
+    groups: torch.Tensor | None = None
+
+    def pair_mask(self) -> torch.Tensor:
+        """(P, P) bool: pairs of distinct alive pedestrians of the same group (who may interact)."""
+        alive = self.alive
+        pair = alive[:, None] & alive[None, :] & ~torch.eye(alive.numel(), dtype=torch.bool, device=alive.device)
+        if self.groups is not None:
+            pair = pair & (self.groups[:, None] == self.groups[None, :])
+        return pair
 
 
 Policy = Callable[[StepState], torch.Tensor]  # -> accelerations (R, P, 2) (ignored where not alive)
@@ -143,14 +153,18 @@ def simulate(
     generator: torch.Generator | None = None,
     device: torch.device | str = "cpu",
     collision_threshold: float = 0.5,
+    groups: torch.Tensor | None = None,
     progress: bool = False,
 ) -> Trajectories:
     """Roll every pedestrian of `scene` forward `steps` frames from frame `start`.
 
     model: a policy (`EnvSocialDiff.policy(scene)`, `social_force_policy(...)`, `constant_velocity`) mapping a
     `StepState` to accelerations (R, P, 2). Positions are recorded at frames start..start+steps; pedestrian p is alive
-    at frame f when entry_p <= f <= exit_p. Collision events (pairs closer than `collision_threshold` metres, counted
-    once per contiguous run of frames) are counted per replica.
+    at frame f when entry_p <= f <= exit_p. Speeds are clipped at the scene's `max_speed`, or at a pedestrian's entry
+    speed where that is higher (a recorded fast walker is never slowed by the clip). groups: (P,) long, independent
+    scenes batched as one block-diagonal graph (e.g. many forecasting windows): pedestrians of different groups never
+    interact and their collisions are not counted (None: one group). Collision events (pairs closer than
+    `collision_threshold` metres, counted once per contiguous run of frames) are counted per replica.
     """
     if not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps: expected a positive integer, got {steps!r}")
@@ -158,8 +172,10 @@ def simulate(
         raise ValueError(f"replicas: expected a positive integer, got {replicas!r}")
     device = torch.device(device)
     P = _check_initial(initial_states, destinations)
-    dt, max_speed = scene.time_unit, float(scene.constants.get("max_speed", 2.0))
+    groups = _check_groups(groups, P, device)
+    dt = scene.time_unit
     init = {k: getattr(initial_states, k).to(device=device, dtype=torch.float32) for k in ("positions", "velocities")}
+    limit = init["velocities"].norm(dim=-1, keepdim=True).clamp_min(float(scene.constants.get("max_speed", 2.0)))
     hist0 = initial_states.history.to(device=device, dtype=torch.float32)
     entry, exit_ = initial_states.entry.to(device), initial_states.exit.to(device)
     dest = destinations.to(device=device, dtype=torch.float32)
@@ -182,9 +198,9 @@ def simulate(
         if k == steps:
             break
         alive = mask[k]
-        state = StepState(pos, vel, acc, hist, alive, dest, frame, generator)
+        state = StepState(pos, vel, acc, hist, alive, dest, frame, generator, groups)
         a = model(state)
-        new_pos, new_vel = integrate(pos, vel, a, dt, max_speed)
+        new_pos, new_vel = integrate(pos, vel, a, dt, limit)
         keep = alive[None, :, None]
         acc = torch.where(keep, (new_vel - vel) / dt, acc)
         pos, vel = torch.where(keep, new_pos, pos), torch.where(keep, new_vel, vel)
@@ -192,10 +208,27 @@ def simulate(
         hist = torch.where(keep[..., None], torch.cat([hist[:, :, 1:], entry_now], dim=2), hist)
     seconds = time.perf_counter() - begin
     coll = torch.tensor(
-        [count_collisions(out[r].cpu(), mask.cpu(), threshold=collision_threshold) for r in range(replicas)]
+        [
+            count_collisions(out[r].cpu(), mask.cpu(), threshold=collision_threshold, groups=groups)
+            for r in range(replicas)
+        ]
     )
     nfe = int(getattr(model, "nfe_per_step", 0))
     return Trajectories(positions=out, mask=mask, collisions=coll, start=start, seconds=seconds, nfe_per_step=nfe)
+
+
+def _check_groups(groups: torch.Tensor | None, P: int, device: torch.device) -> torch.Tensor | None:
+    if groups is None:
+        return None
+    if (
+        not isinstance(groups, torch.Tensor)
+        or groups.shape != (P,)
+        or groups.is_floating_point()
+        or groups.dtype == torch.bool
+    ):
+        got = f"{groups.dtype} {tuple(groups.shape)}" if isinstance(groups, torch.Tensor) else type(groups).__name__
+        raise ValueError(f"groups: expected an integer tensor of shape ({P},) (one group id per pedestrian), got {got}")
+    return groups.to(device)
 
 
 def simulate_window(

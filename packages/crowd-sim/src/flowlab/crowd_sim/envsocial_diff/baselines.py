@@ -42,6 +42,7 @@ class SocialForcePolicy:
             self.boxes.to(state.positions.device),
             destination_force=self.destination_force,
             params=self.params,
+            groups=state.groups,
         )
 
 

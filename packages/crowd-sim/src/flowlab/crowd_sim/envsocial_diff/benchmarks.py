@@ -6,7 +6,8 @@ Simulation protocol: the whole test window (UCY 162-216 s, GC 2344-2404 s) is ro
 states and destinations; metrics MAE, OT, MMD, DTW, FDE and collision events (< 0.5 m) of the simulated against the
 recorded positions. Stochastic models are sampled with 3 sampler seeds (batched replicas): the metrics are their mean,
 `<metric>_std` the standard deviation. Prediction mode: observe 8 frames, sample 20 futures of 12 frames, minADE20 /
-minFDE20 against constant velocity. Speed: 200 pedestrians for 200 steps on a synthetic plaza.
+minFDE20 against constant velocity with the recorded destinations (unknown destinations: the forecasting protocol of
+crowd.envsocial.forecast, `forecast_benchmarks`). Speed: 200 pedestrians for 200 steps on a synthetic plaza.
 UCY uses the published (SPDiff) coordinate frame, for comparability with the papers; UCY ships no scene image, so the
 lighting branch runs on GC only.
 """
@@ -165,23 +166,19 @@ def _run(ctx: BenchContext, scene_name: str) -> BenchResult:
             trajs[label] = _simulate(scene, test, policy, ctx, 1, 200)
             metrics[label] = _rollout_metrics(trajs[label], test)
         full_policy = models["full"].policy(scene, sampler=cfg.sampler, sample_steps=cfg.sample_steps)
-        for key, known in (("", True), ("_nodest", False)):
-            for label, policy, k in (("full", full_policy, cfg.pred_k), ("ConstantVelocity", constant_velocity, 1)):
-                gen = torch.Generator(ctx.device).manual_seed(ctx.seed * 1000 + 300)
-                pred = evaluate_prediction(
-                    scene,
-                    test,
-                    policy,
-                    k=k,
-                    stride=cfg.pred_stride,
-                    frame_step=cfg.pred_frame_step,
-                    known_destinations=known,
-                    generator=gen,
-                    device=ctx.device,
-                )
-                metrics[label].update(
-                    {f"{name}20{key}" if name != "pred_pedestrians" else name: v for name, v in pred.items()}
-                )
+        for label, policy, k in (("full", full_policy, cfg.pred_k), ("ConstantVelocity", constant_velocity, 1)):
+            gen = torch.Generator(ctx.device).manual_seed(ctx.seed * 1000 + 300)
+            pred = evaluate_prediction(
+                scene,
+                test,
+                policy,
+                k=k,
+                stride=cfg.pred_stride,
+                frame_step=cfg.pred_frame_step,
+                generator=gen,
+                device=ctx.device,
+            )
+            metrics[label].update({f"{name}20" if name != "pred_pedestrians" else name: v for name, v in pred.items()})
         for label, values in _speed(scene, models["full"], ctx, cfg, sfm).items():
             metrics[label].update(values)
         ours = metrics.pop("full")

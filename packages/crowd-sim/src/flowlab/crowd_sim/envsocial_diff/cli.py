@@ -15,13 +15,21 @@ from pathlib import Path
 import typer
 
 from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP, SEEDS, json_text
-from flowlab.crowd_sim.envsocial_diff.names import ABLATIONS, SAMPLERS
+from flowlab.crowd_sim.envsocial_diff.names import ABLATIONS, GOALS, SAMPLERS
 from flowlab.crowd_sim.names import FRAMES, SCENES
 
 app = typer.Typer(help="EnvSocial-Diff crowd simulation: train, simulate, predict, evaluate, render, export.")
 
 BASELINES = ("sfm", "cv")
+PROTOCOLS = ("window", "forecast")
 ROLLOUT_HELP = "a file written by `flowlab crowd simulate` or `flowlab crowd predict`"
+TRACKS_HELP = 'your own trajectory file ("frame ped_id x y" lines, or the package CSV + JSON); repeat for more'
+FPS_HELP = "frames per second of --tracks (ETH/UCY files: 2.5); with --scene, resample its windows to this rate"
+ANNOTATIONS_HELP = "a JSON scene file for --tracks: obstacles, interests, boundary, homography, image, constants"
+GOAL_HELP = (
+    "recorded (walk to each track's last point) | constant_velocity (goals 8 s ahead of the last observed velocity: "
+    "what forecasting without known destinations gives, so train with it to forecast)"
+)
 
 
 def _choice(value: str, choices: tuple[str, ...], option: str, what: str) -> None:
@@ -50,6 +58,58 @@ def _scene(name: str, data: Path | None, frame: str, windows="all"):
         return load_scene(name, data, windows=windows, frame=frame)
     except (FileNotFoundError, ValueError) as err:
         raise typer.BadParameter(str(err), param_hint="--data") from err
+
+
+def _source(scene_name: str, tracks, fps: float | None, annotations: Path | None, data: Path | None, frame: str):
+    """The scene of the options: the user's --tracks at --fps with --annotations, or the shipped --scene (its windows
+    resampled to --fps when given)."""
+    from dataclasses import replace
+
+    from flowlab.crowd_sim.data import Scene
+    from flowlab.crowd_sim.envsocial_diff.forecast import resample
+
+    if tracks:
+        try:
+            return Scene.from_tracks(tracks, fps=fps, annotations=annotations)
+        except (FileNotFoundError, ValueError) as err:
+            raise typer.BadParameter(str(err), param_hint="--tracks") from err
+    if annotations is not None:
+        raise typer.BadParameter("--annotations goes with --tracks (the shipped scenes have theirs)",
+                                 param_hint="--annotations")  # fmt: skip
+    if fps is not None and not fps > 0:
+        raise typer.BadParameter(f"expected a positive frame rate, got {fps}", param_hint="--fps")
+    scene = _scene(scene_name, data, frame)
+    if fps is None:
+        return scene
+    try:
+        windows = {k: resample(w, 1.0 / fps) for k, w in scene.windows.items()}
+    except ValueError as err:
+        raise typer.BadParameter(str(err), param_hint="--fps") from err
+    return replace(scene, time_unit=1.0 / fps, windows=windows)
+
+
+def _validation(scene, config, device):
+    """The score `train_best_of` ranks initialisations by: forecast minADE20 on the validation windows for a model
+    with constant-velocity goals, else the whole-window MAE of the scene's validation window."""
+    import torch
+
+    from flowlab.crowd_sim.data import SPLITS
+    from flowlab.crowd_sim.envsocial_diff.forecast import evaluate_forecast, forecast_sequences
+    from flowlab.crowd_sim.envsocial_diff.train import validation_mae
+
+    windows = (
+        [scene.windows[n] for n in SPLITS[scene.name]["val"]] if scene.name in SPLITS else [*scene.windows.values()]
+    )
+    if config.goal == "recorded":
+        return lambda model, seed: validation_mae(model, scene, windows[0], seed=seed)
+    sequences = forecast_sequences(windows)
+
+    def score(model, seed: int) -> float:
+        policy = model.policy(scene, sampler="ddim", sample_steps=10)
+        gen = torch.Generator(device).manual_seed(seed)
+        return evaluate_forecast(scene, sequences, policy, k=20, generator=gen, device=device)["min_ade"]
+
+    return score
 
 
 def _model(checkpoint: Path, device, sampler: str, sample_steps: int | None):
@@ -126,6 +186,13 @@ def _save_rollout(traj, scene, window, out: Path) -> None:
 @app.command("train")
 def train_cmd(
     scene_name: str = typer.Option("ucy_students03", "--scene", help=f"one of {', '.join(SCENES)}"),
+    tracks: list[Path] | None = typer.Option(None, "--tracks", help=TRACKS_HELP),
+    fps: float | None = typer.Option(None, "--fps", help=FPS_HELP),
+    annotations: Path | None = typer.Option(None, "--annotations", help=ANNOTATIONS_HELP),
+    val_tracks: list[Path] | None = typer.Option(
+        None, "--val-tracks", help="validation files for --inits > 1 with --tracks (same --fps and --annotations)"
+    ),
+    goal: str = typer.Option("recorded", "--goal", help=GOAL_HELP),
     ablation: str = typer.Option("full", "--ablation", help=f"one of {', '.join(ABLATIONS)}"),
     size: str = typer.Option("quick", "--size", help="network size and diffusion steps: quick | full"),
     epochs: int = typer.Option(10, "--epochs", help="teacher-forced epochs over the training windows"),
@@ -143,8 +210,11 @@ def train_cmd(
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
     resume: bool = typer.Option(False, "--resume", help=RESUME_HELP),
 ) -> None:
-    """Train EnvSocial-Diff (or an ablation) on a scene's training windows and save it. --resume continues the run
-    in --ckpt-dir with the same options; a different one there is refused unless --overwrite."""
+    """Train EnvSocial-Diff (or an ablation) on a scene's training windows, or on your own --tracks, and save it.
+    --resume continues the run in --ckpt-dir with the same options; a different one there is refused unless
+    --overwrite."""
+    import dataclasses
+
     import torch
 
     from flowlab.core.cli import claim_run_option, device_option, option_error
@@ -160,22 +230,28 @@ def train_cmd(
     _choice(ablation, tuple(ABLATIONS), "--ablation", "ablation")
     _choice(size, tuple(SIZES), "--size", "size")
     _choice(frame, FRAMES, "--frame", "frame")
+    _choice(goal, GOALS, "--goal", "goal model")
     if inits < 1 or (inits > 1 and ckpt_dir is not None):
         raise typer.BadParameter(f"expected --inits >= 1, and 1 with --ckpt-dir; got {inits}", param_hint="--inits")
+    if inits > 1 and tracks and not val_tracks:
+        raise typer.BadParameter(
+            "--inits > 1 with --tracks needs --val-tracks to choose between them", param_hint="--inits"
+        )
     device = device_option(device)
     try:
         train_config = TrainConfig(epochs=epochs, finetune_steps=finetune_steps)
     except ValueError as err:
         raise option_error(err) from err
-    scene = _scene(scene_name, data, frame)
-    windows = [scene.windows[n] for n in SPLITS[scene.name]["train"]]
+    scene = _source(scene_name, tracks, fps, annotations, data, frame)
+    windows = list(scene.windows.values()) if tracks else [scene.windows[n] for n in SPLITS[scene.name]["train"]]
     if ckpt_dir is not None:
         spec = {"command": "crowd train", "scene": scene.name, "ablation": ablation, "size": size, "frame": frame,
-                "frame_stride": frame_stride, "train": train_config.to_dict(), "seed": seed,
+                "frame_stride": frame_stride, "train": train_config.to_dict(), "seed": seed, "goal": goal,
+                "time_unit": scene.time_unit,
                 "data_fingerprint": data_fingerprint(*(torch.as_tensor(w.positions) for w in windows))}  # fmt: skip
         claim_run_option(ckpt_dir, spec, overwrite=overwrite, resume=resume, option="--ckpt-dir")
     try:
-        config = scene_config(SIZES[size], ablation, scene)
+        config = dataclasses.replace(scene_config(SIZES[size], ablation, scene), goal=goal)
         with seeded_init(seed):  # the initial weights and dropout come from --seed alone
             model = EnvSocialDiff(config, device=device)
             calibrate(model, windows)
@@ -184,12 +260,13 @@ def train_cmd(
                 train(model, scene, windows, train_config, generator=torch.Generator(device).manual_seed(seed),
                       ckpt_dir=ckpt_dir, frames=frames)  # fmt: skip
             else:
-                val = scene.windows[SPLITS[scene.name]["val"][0]]
+                val_scene = _source(scene_name, val_tracks, fps, annotations, data, frame) if tracks else scene
+                val = _validation(val_scene, config, device)
                 model, scores = train_best_of(
-                    lambda: EnvSocialDiff(config, device=device), scene, windows, val, train_config,
-                    seeds=[seed * 1000 + j for j in range(inits)], frames=frames,
+                    lambda: EnvSocialDiff(config, device=device), scene, windows, None, train_config,
+                    seeds=[seed * 1000 + j for j in range(inits)], frames=frames, validate=val,
                 )  # fmt: skip
-                typer.echo("validation MAE per initialisation: " + ", ".join(f"{v:.3f}" for v in scores))
+                typer.echo("validation score per initialisation: " + ", ".join(f"{v:.3f}" for v in scores))
     except ValueError as err:
         raise typer.BadParameter(str(err)) from err
     typer.echo(f"saved {ablation} model to {model.save(out)} (residual scale {model.scale:.3f} m/s^2)")
@@ -229,6 +306,15 @@ def simulate_cmd(
 @app.command("predict")
 def predict_cmd(
     scene_name: str = typer.Option("ucy_students03", "--scene"),
+    tracks: list[Path] | None = typer.Option(None, "--tracks", help=TRACKS_HELP + " (with --protocol forecast)"),
+    fps: float | None = typer.Option(None, "--fps", help=FPS_HELP),
+    annotations: Path | None = typer.Option(None, "--annotations", help=ANNOTATIONS_HELP),
+    protocol: str = typer.Option(
+        "window",
+        "--protocol",
+        help="window: who is seen up to --start in one --window | forecast: every 8 -> 12 sequence of the data "
+        "(Social-GAN windowing; --observe, --horizon), all in one batched call",
+    ),
     checkpoint: Path | None = typer.Option(None, "--checkpoint", help="a model written by `flowlab crowd train`"),
     baseline: str | None = typer.Option(None, "--baseline", help="sfm | cv instead of a model"),
     window: str = typer.Option("test", "--window", help="a split name or a window name (e.g. time162-216)"),
@@ -236,10 +322,10 @@ def predict_cmd(
         None, "--start", min=0, help="the last observed frame of the window (default: the first with --observe before)"
     ),
     observe: int = typer.Option(8, "--observe", min=2, help="observed frames; who is present in all is predicted"),
-    horizon: int = typer.Option(12, "--horizon", min=1, help="frames to predict after --start (0.08 s each)"),
+    horizon: int = typer.Option(12, "--horizon", min=1, help="frames to predict after --start"),
     samples: int = typer.Option(20, "--samples", min=1, help="k sampled futures (the rollout's replicas), batched"),
     known_destinations: bool = typer.Option(
-        False, "--known-destinations", help="walk to the recorded exits (default: constant-velocity goals 8 s ahead)"
+        False, "--known-destinations", help="walk to the recorded exits (default: the model's goal model)"
     ),
     sampler: str = typer.Option("ddpm", "--sampler", help="ddpm | ddim"),
     sample_steps: int | None = typer.Option(None, "--sample-steps", min=1, help="DDIM steps"),
@@ -249,13 +335,22 @@ def predict_cmd(
     seed: int = typer.Option(0, "--seed", **SEEDS),
     device: str = typer.Option("cpu", "--device"),
 ) -> None:
-    """Forecast the pedestrians observed up to --start: k sampled futures of --horizon frames, jointly, from the
-    --observe frames before; written as a rollout of the window (`evaluate`, `render` and `export` read it)."""
+    """Forecast pedestrians: k sampled futures of --horizon frames, jointly, from the --observe frames before. With
+    --protocol window, those observed up to --start of one --window, written as a rollout of the window (`evaluate`,
+    `render` and `export` read it); with --protocol forecast, every sequence of --tracks (or of the --window), written
+    as a forecast file that `evaluate --protocol forecast` scores."""
     import torch
 
     from flowlab.core.cli import option_error
     from flowlab.crowd_sim.envsocial_diff.predict import predict_window
 
+    _choice(protocol, PROTOCOLS, "--protocol", "protocol")
+    if protocol == "forecast":
+        _forecast_cmd(scene_name, tracks, fps, annotations, checkpoint, baseline, window, observe, horizon, samples,
+                      sampler, sample_steps, out, data, frame, seed, device)  # fmt: skip
+        return
+    if tracks or fps is not None or annotations is not None:
+        raise typer.BadParameter("--tracks, --fps and --annotations go with --protocol forecast", param_hint="--tracks")
     scene, w, policy, device = _rollout_setup(
         scene_name, checkpoint, baseline, window, sampler, sample_steps, data, frame, device
     )
@@ -264,31 +359,92 @@ def predict_cmd(
         traj = predict_window(scene, w, policy, samples, start=start, observe=observe, horizon=horizon,
                               known_destinations=known_destinations, generator=gen, device=device)  # fmt: skip
     except ValueError as err:
-        raise option_error(err, {"k": "--samples"}) from err
+        raise option_error(err, {"k": "--samples", "destinations": "--known-destinations"}) from err
     _save_rollout(traj, scene, w, out)
+
+
+def _forecast_cmd(scene_name, tracks, fps, annotations, checkpoint, baseline, window, observe, horizon, samples,
+                  sampler, sample_steps, out, data, frame, seed, device) -> None:  # fmt: skip
+    """`predict --protocol forecast`: every sequence of the data forecast in one batched call, saved."""
+    import torch
+
+    from flowlab.core.cli import device_option, option_error
+    from flowlab.crowd_sim.envsocial_diff.forecast import forecast_sequences, forecast_to_blob, sample_forecast
+
+    _choice(scene_name, SCENES, "--scene", "scene")
+    _choice(frame, FRAMES, "--frame", "frame")
+    _choice(sampler, SAMPLERS, "--sampler", "sampler")
+    if (checkpoint is None) == (baseline is None):
+        raise typer.BadParameter("give exactly one of --checkpoint and --baseline", param_hint="--checkpoint")
+    if baseline is not None:
+        _choice(baseline, BASELINES, "--baseline", "baseline")
+    device = device_option(device)
+    model = None if checkpoint is None else _model(checkpoint, device, sampler, sample_steps)
+    scene = _source(scene_name, tracks, fps if tracks or fps else 2.5, annotations, data, frame)
+    windows = list(scene.windows.values()) if tracks else [scene.windows[_window_name(scene.name, window)]]
+    try:
+        sequences = forecast_sequences(windows, observe=observe, horizon=horizon)
+        gen = torch.Generator(device).manual_seed(seed)
+        policy = _policy(scene, model, baseline, sampler, sample_steps)
+        pred = sample_forecast(scene, sequences, policy, k=samples, generator=gen, device=device)
+    except ValueError as err:
+        raise option_error(err, {"k": "--samples", "windows": "--tracks" if tracks else "--window"}) from err
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(forecast_to_blob(sequences, pred, scene.time_unit), out)
+    typer.echo(f"{sequences.num_sequences} sequences, {len(sequences.groups)} pedestrians, {samples} samples of "
+               f"{horizon} frames ({horizon * scene.time_unit:.1f} s); wrote {out}")  # fmt: skip
 
 
 @app.command("evaluate")
 def evaluate_cmd(
-    rollout: Path = typer.Argument(..., help=ROLLOUT_HELP),
+    rollout: Path = typer.Argument(..., help=ROLLOUT_HELP + ", or with --protocol forecast a forecast file"),
+    protocol: str = typer.Option(
+        "simulation", "--protocol", help="simulation (a rollout) | forecast (minADE/minFDE over the k samples)"
+    ),
     data: Path | None = typer.Option(None, "--data"),
     frame: str = typer.Option("published", "--frame"),
     out: Path | None = typer.Option(None, "--out", help="write the metrics as JSON"),
 ) -> None:
     """Simulation metrics (MAE, OT, MMD, DTW, FDE, collisions) of a rollout against the recorded window, where both
-    have the pedestrian."""
+    have the pedestrian; with --protocol forecast, minADE / minFDE of a `predict --protocol forecast` file."""
     from flowlab.crowd_sim.metrics import simulation_metrics
 
+    _choice(protocol, ("simulation", "forecast"), "--protocol", "protocol")
     _choice(frame, FRAMES, "--frame", "frame")
+    if protocol == "forecast":
+        _write_metrics(rollout, _score_forecast_file(rollout), out)
+        return
     blob = _read_rollout(rollout)
     _, w, frames, mask = _recorded(rollout, blob, data, frame)
     rows = [simulation_metrics(p, w.positions[frames], mask) for p in blob["positions"]]
     for r, row in enumerate(rows):
         typer.echo(f"replica {r}: " + ", ".join(f"{k} {v:.4g}" for k, v in row.items()))
+    _write_metrics(rollout, {"replicas": rows}, out)
+
+
+def _write_metrics(rollout: Path, metrics: dict, out: Path | None) -> None:
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json_text({"rollout": str(rollout), "replicas": rows}, indent=2))
+        out.write_text(json_text({"rollout": str(rollout), **metrics}, indent=2))
         typer.echo(f"wrote {out}")
+
+
+def _score_forecast_file(path: Path) -> dict:
+    """minADE / minFDE of a forecast file (echoed), checked to be one."""
+    from flowlab.core.cli import load_weights_option
+    from flowlab.crowd_sim.envsocial_diff.forecast import forecast_problem, score_forecast, sequences_of
+
+    blob = load_weights_option(path, "ROLLOUT", map_location="cpu")
+    problem = forecast_problem(blob)
+    if problem is not None:
+        hint = " (a rollout: drop --protocol forecast)" if isinstance(blob, dict) and "mask" in blob else ""
+        raise typer.BadParameter(f"{path}: not a file of `flowlab crowd predict --protocol forecast`: {problem}{hint}",
+                                 param_hint="ROLLOUT")  # fmt: skip
+    metrics = score_forecast(blob["pred"], sequences_of(blob))
+    k = blob["pred"].shape[0]
+    typer.echo(f"minADE{k} {metrics['min_ade']:.4f} m, minFDE{k} {metrics['min_fde']:.4f} m over "
+               f"{int(metrics['pedestrians'])} pedestrians in {int(metrics['sequences'])} sequences")  # fmt: skip
+    return {"k": k, **metrics}
 
 
 @app.command("render")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import torch
 from torch import nn
@@ -35,7 +36,8 @@ __all__ = ["ABLATIONS", "SIZES", "EnvSocialConfig", "EnvSocialDenoiser"]
 @dataclass(frozen=True)
 class EnvSocialConfig(Config):
     """Widths, diffusion steps and which branches are on (see `ABLATIONS`). `categories`: the annotation
-    vocabulary (index 0 = unknown); `features`: the neighbourhoods of the inputs."""
+    vocabulary (index 0 = unknown); `features`: the neighbourhoods of the inputs; `goal`, `goal_lookahead` (s),
+    `goal_every` (frames): the goal model of training and forecasting (`goals`)."""
 
     hist_hidden: int = 128
     hist_dim: int = 64
@@ -54,6 +56,15 @@ class EnvSocialConfig(Config):
     similarity: bool = True
     categories: tuple[str, ...] = ("<unknown>",)
     features: FeatureConfig = field(default_factory=FeatureConfig)
+    goal: Literal["recorded", "constant_velocity"] = "recorded"
+    goal_lookahead: float = 8.0
+    goal_every: int = 12
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (self.goal_lookahead > 0 and self.goal_every >= 1):
+            raise ValueError(f"goal_lookahead, goal_every: expected > 0 s and >= 1 frame, got {self.goal_lookahead}, "
+                             f"{self.goal_every}")  # fmt: skip
 
     def with_ablation(self, name: str, **changes) -> EnvSocialConfig:
         """This configuration with the branches of ablation `name` (see `ABLATIONS`) and the fields in `changes`

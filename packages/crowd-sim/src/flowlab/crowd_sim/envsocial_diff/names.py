@@ -1,7 +1,7 @@
 """EnvSocial-Diff's ablations (the branches each one switches on) and residual samplers, kept free of heavy imports so
 that the command line can offer them cheaply."""
 
-__all__ = ["ABLATIONS", "SAMPLERS"]
+__all__ = ["ABLATIONS", "GOALS", "SAMPLERS"]
 
 ABLATIONS = {
     "full": {"obstacles": True, "interests": True, "lighting": True, "similarity": True},
@@ -15,3 +15,6 @@ ABLATIONS = {
 
 #: the residual samplers: ancestral DDPM over the training steps, or DDIM on a shorter grid
 SAMPLERS = ("ddpm", "ddim")
+
+#: the goal models (`goals`): each track's recorded last point, or constant-velocity goals from the last observation
+GOALS = ("recorded", "constant_velocity")

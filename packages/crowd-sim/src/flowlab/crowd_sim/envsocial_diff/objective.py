@@ -2,7 +2,8 @@
 loss of the core (`ddpm_loss`) weighted per pedestrian.
 
 Teacher forcing: every recorded frame of the training windows is one graph of the pedestrians present; the target of
-pedestrian i is its recorded acceleration (v_{t+1} - v_t) / dt minus the destination force, in its ego frame, divided
+pedestrian i is its recorded acceleration (v_{t+1} - v_t) / dt minus the destination force towards its goal (the
+model's goal model, `goals`), in its ego frame, divided
 by the model's `scale`; loss E_k ||eps - eps_theta(alpha_k x + sigma_k eps, k, c)||^2 over uniform DDPM steps k,
 averaged over the pedestrians with a valid target (present at t, t+1, t+2). The rollout fine-tuning of `train`
 builds `FrameBatch`es of the same kind from the model's own rollouts.
@@ -18,12 +19,13 @@ import torch
 from flowlab.core.losses import ddpm_loss
 from flowlab.core.schedules import DiscreteVP
 from flowlab.crowd_sim.envsocial_diff.features import StepInputs
+from flowlab.crowd_sim.envsocial_diff.goals import anchored_goals
 from flowlab.crowd_sim.envsocial_diff.model import EnvSocialDenoiser
 from flowlab.crowd_sim.envsocial_diff.simulator import EnvSocialDiff
 from flowlab.crowd_sim.geometry import to_ego
 from flowlab.crowd_sim.simulate import StepState, history_at, recorded_kinematics
 
-__all__ = ["FrameBatch", "concat", "epsilon_loss", "residual_target", "training_frames"]
+__all__ = ["FrameBatch", "concat", "epsilon_loss", "residual_target", "training_frames", "training_goals"]
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,8 @@ def training_frames(model: EnvSocialDiff, scene, windows, *, stride: int = 1) ->
             if not bool(valid[t].any()):
                 continue
             hist = history_at(kinematics, first, torch.full_like(first, t), H)
-            state = StepState(p[t][None], v[t][None], a_prev[t][None], hist[None], w.mask[t], w.destinations, t, None)
+            goals = training_goals(model.config, w, kinematics, t)
+            state = StepState(p[t][None], v[t][None], a_prev[t][None], hist[None], w.mask[t], goals, t, None)
             state = _to(state, model.device)
             inputs, ped = model.inputs(state, env)  # one replica: the flat index is the pedestrian
             a_t = ((v[t + 1] - v[t]) / w.time_unit)[ped.cpu()].to(model.device)
@@ -69,6 +72,14 @@ def training_frames(model: EnvSocialDiff, scene, windows, *, stride: int = 1) ->
             weight = valid[t, ped.cpu()].float().to(model.device)
             frames.append(FrameBatch(inputs, torch.where(weight[:, None] > 0, target, 0), weight))
     return frames
+
+
+def training_goals(config, window, kinematics, frame: int) -> torch.Tensor:
+    """(P, 2): the goals of `window`'s pedestrians at recorded frame `frame` under the model's goal model
+    (`config.goal`): the recorded destinations, or constant-velocity goals anchored as `goals.anchored_goals` says."""
+    if config.goal == "recorded":
+        return window.destinations
+    return anchored_goals(kinematics, window.first_frame, frame, config.goal_every, config.goal_lookahead)
 
 
 def _to(state: StepState, device) -> StepState:

@@ -2,7 +2,8 @@
 a scene move together in each sample; the k samples are batched replicas).
 
 Destinations: the simulation protocol gives each pedestrian its recorded exit point; in forecasting it is unknown, so
-`predict` without destinations aims each pedestrian at where constant velocity would take it in `lookahead` seconds.
+`predict` without destinations uses the policy's goal model (`goals`): where constant velocity would take each
+pedestrian in `lookahead` seconds, the goals a model trained with goal "constant_velocity" saw in training.
 `predict_window` forecasts the pedestrians of a recorded window observed up to a start frame, as a rollout of the
 window (`flowlab crowd predict`).
 """
@@ -11,10 +12,11 @@ from __future__ import annotations
 
 import torch
 
+from flowlab.crowd_sim.envsocial_diff.goals import constant_velocity_goals
 from flowlab.crowd_sim.metrics import min_ade, min_fde
 from flowlab.crowd_sim.simulate import InitialStates, Policy, Trajectories, simulate
 
-__all__ = ["evaluate_prediction", "predict", "predict_window"]
+__all__ = ["evaluate_prediction", "forecast_goals", "predict", "predict_window"]
 
 
 def predict(
@@ -24,15 +26,39 @@ def predict(
     *,
     model: Policy,
     destinations: torch.Tensor | None = None,
+    groups: torch.Tensor | None = None,
     horizon: int = 12,
-    lookahead: float = 8.0,
+    lookahead: float | None = None,
     generator: torch.Generator | None = None,
     device: torch.device | str = "cpu",
 ) -> torch.Tensor:
     """k sampled futures of every pedestrian: history (P, H, 2) observed positions (H >= 2, oldest first, frames
-    `scene.time_unit` apart) -> (k, P, horizon, 2). destinations: (P, 2) or None (constant-velocity goals)."""
-    traj = _forecast(scene, history, k, model, destinations, horizon, lookahead, generator, device)
+    `scene.time_unit` apart) -> (k, P, horizon, 2).
+
+    groups: (P,) long, many windows in one call as one block-diagonal graph (pedestrians of different groups never
+    interact; None: one group). destinations: (P, 2), or None for the policy's goal model (`goals`): constant-velocity
+    goals `lookahead` s ahead (default the policy's `goal_lookahead`, else 8 s); a model trained towards recorded
+    destinations needs them given."""
+    traj = _forecast(scene, history, k, model, destinations, groups, horizon, lookahead, generator, device)
     return traj.positions[:, 1:].permute(0, 2, 1, 3)
+
+
+def forecast_goals(model: Policy, positions: torch.Tensor, velocities: torch.Tensor, lookahead: float | None):
+    """Goals (P, 2) for pedestrians observed at positions, velocities (P, 2) when their destinations are unknown: the
+    policy's goal model (constant velocity `lookahead` s ahead). ValueError for a model trained towards recorded
+    destinations, or a lookahead other than the one it was trained with."""
+    if getattr(model, "goal", "constant_velocity") == "recorded":
+        raise ValueError(
+            "destinations: this model was trained towards recorded destinations (goal 'recorded'), so forecasting "
+            "without them would use goals it never saw; give the destinations, or train with goal "
+            "'constant_velocity' (`flowlab crowd train --goal constant_velocity`)"
+        )
+    trained = getattr(model, "goal_lookahead", None)
+    if lookahead is not None and trained is not None and lookahead != trained:
+        raise ValueError(f"lookahead: the model was trained with constant-velocity goals {trained} s ahead, got "
+                         f"{lookahead}; leave it unset to use the model's")  # fmt: skip
+    seconds = lookahead if lookahead is not None else trained if trained is not None else 8.0
+    return constant_velocity_goals(positions, velocities, seconds)
 
 
 def predict_window(
@@ -45,7 +71,7 @@ def predict_window(
     observe: int = 8,
     horizon: int = 12,
     known_destinations: bool = False,
-    lookahead: float = 8.0,
+    lookahead: float | None = None,
     generator: torch.Generator | None = None,
     device: torch.device | str = "cpu",
 ) -> Trajectories:
@@ -55,12 +81,12 @@ def predict_window(
 
     -> positions (k, horizon + 1, P, 2) over the window's P pedestrians (frame 0: the last observed positions; 0 for
     those not predicted), mask (horizon + 1, P) (the predicted pedestrians). Destinations: the recorded exits with
-    `known_destinations`, else constant-velocity goals `lookahead` s ahead."""
+    `known_destinations`, else the policy's goal model (`forecast_goals`)."""
     start = observe - 1 if start is None else start
     observed = _observed(window, start, observe, horizon)
     history = window.positions[start - observe + 1 : start + 1, observed].transpose(0, 1)
     goals = window.destinations[observed] if known_destinations else None
-    traj = _forecast(scene, history, k, model, goals, horizon, lookahead, generator, device)
+    traj = _forecast(scene, history, k, model, goals, None, horizon, lookahead, generator, device)
     keep = observed.to(traj.positions.device)
     positions = traj.positions.new_zeros(k, horizon + 1, window.num_pedestrians, 2)
     positions[:, :, keep] = traj.positions
@@ -89,7 +115,7 @@ def _observed(window, start: int, observe: int, horizon: int) -> torch.Tensor:
     return observed
 
 
-def _forecast(scene, history, k, model, destinations, horizon, lookahead, generator, device) -> Trajectories:
+def _forecast(scene, history, k, model, destinations, groups, horizon, lookahead, generator, device) -> Trajectories:
     """The rollout behind `predict` (its arguments, checked): positions (k, horizon + 1, P, 2) of the P pedestrians of
     history (P, H, 2), frame 0 their last observed positions."""
     if history.dim() != 3 or history.shape[-1] != 2 or history.shape[1] < 2:
@@ -106,9 +132,10 @@ def _forecast(scene, history, k, model, destinations, horizon, lookahead, genera
     hist = torch.cat([p, v, a_prev], dim=-1)
     P = p.shape[0]
     if destinations is None:
-        destinations = p[:, -1] + lookahead * v[:, -1]
+        destinations = forecast_goals(model, p[:, -1], v[:, -1], lookahead)
     init = InitialStates(p[:, -1], v[:, -1], hist, torch.zeros(P, dtype=torch.long), torch.full((P,), horizon))
-    return simulate(scene, init, destinations, horizon, model=model, replicas=k, generator=generator, device=device)
+    return simulate(scene, init, destinations, horizon, model=model, replicas=k, generator=generator, device=device,
+                    groups=groups)  # fmt: skip
 
 
 def evaluate_prediction(
@@ -122,7 +149,7 @@ def evaluate_prediction(
     stride: int = 20,
     frame_step: int = 5,
     known_destinations: bool = True,
-    lookahead: float = 8.0,
+    lookahead: float | None = None,
     generator: torch.Generator | None = None,
     device: torch.device | str = "cpu",
 ) -> dict[str, float]:
@@ -145,7 +172,11 @@ def evaluate_prediction(
         init = InitialStates.from_window(window, start=s, history=observe)
         exit_ = torch.where(present, window.last_frame, init.entry - 1)
         init = InitialStates(init.positions, init.velocities, init.history, init.entry, exit_)
-        dest = window.destinations if known_destinations else init.positions + lookahead * init.velocities
+        dest = (
+            window.destinations
+            if known_destinations
+            else forecast_goals(model, init.positions, init.velocities, lookahead)
+        )
         traj = simulate(scene, init, dest, steps, model=model, start=s, replicas=k, generator=generator, device=device)
         preds.append(traj.positions[:, frame_step::frame_step, span].permute(0, 2, 1, 3).cpu())
         truths.append(window.positions[s + frame_step : s + steps + 1 : frame_step, span].permute(1, 0, 2))

@@ -10,7 +10,16 @@ from flowlab.core.config import Config
 from flowlab.crowd_sim.envsocial_diff.model import SIZES, EnvSocialConfig
 from flowlab.crowd_sim.envsocial_diff.train import TrainConfig
 
-__all__ = ["FULL", "QUICK", "SMOKE", "EnvSocialBench"]
+__all__ = [
+    "FORECAST_FULL",
+    "FORECAST_QUICK",
+    "FORECAST_SMOKE",
+    "FULL",
+    "QUICK",
+    "SMOKE",
+    "EnvSocialBench",
+    "ForecastBench",
+]
 
 
 @dataclass(frozen=True)
@@ -86,4 +95,49 @@ SMOKE = replace(
     speed_pedestrians=20,
     speed_steps=10,
     window_frames=30,
+)
+
+
+@dataclass(frozen=True)
+class ForecastBench(Config):
+    """Settings of the forecasting case (`forecast` protocol on UCY at 2.5 fps). `model`, `train`, `inits`,
+    `threads`, `sampler`, `sample_steps`, `sfm_frames`, `window_frames` as in `EnvSocialBench` (window_frames cut at
+    the recorded rate, before resampling); `goal_lookahead`: seconds ahead of the constant-velocity goals both models
+    train and forecast with; `k`, `observe`, `horizon`, `skip`: the protocol (samples, frames, sequence stride);
+    `cost_pedestrians`, `cost_steps`: the per-step simulation cost on a synthetic plaza at 0.05 pedestrians / m^2."""
+
+    model: EnvSocialConfig = field(default_factory=lambda: SIZES["quick"])
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=8, batch_frames=16, finetune_steps=40))
+    inits: int = 2
+    threads: int | None = 2
+    sampler: Literal["ddpm", "ddim"] = "ddim"
+    sample_steps: int | None = 10
+    sfm_frames: int = 50
+    window_frames: int | None = None
+    goal_lookahead: float = 8.0
+    k: int = 20
+    observe: int = 8
+    horizon: int = 12
+    skip: int = 1
+    cost_pedestrians: tuple[int, ...] = (100, 1000, 10000)
+    cost_steps: int = 3
+
+
+FORECAST_QUICK = ForecastBench()
+FORECAST_FULL = replace(FORECAST_QUICK, model=SIZES["full"], inits=3, train=replace(FULL.train, finetune_steps=200))
+FORECAST_SMOKE = replace(
+    FORECAST_QUICK,
+    model=SMOKE.model,
+    train=SMOKE.train,
+    inits=1,
+    threads=1,
+    sample_steps=2,
+    sfm_frames=10,
+    window_frames=200,
+    k=2,
+    observe=3,
+    horizon=4,
+    skip=4,
+    cost_pedestrians=(10, 100),
+    cost_steps=2,
 )

@@ -83,17 +83,21 @@ class EnvSocialDiff:
         return SceneEnvironment(corners, centres, kind, category, cells, bright).to(self.device)
 
     def inputs(self, state: StepState, env: SceneEnvironment) -> tuple[StepInputs, torch.Tensor]:
-        """Inputs of the alive pedestrians of every replica, and their (replica, pedestrian) flat indices."""
+        """Inputs of the alive pedestrians of every replica (one graph per replica and group of `state.groups`), and
+        their (replica, pedestrian) flat indices."""
         R, P = state.positions.shape[:2]
         alive = state.alive.expand(R, P)
         rep, ped = alive.nonzero(as_tuple=True)
+        graph = rep
+        if state.groups is not None:  # one graph per (replica, group)
+            graph = rep * (int(state.groups.max()) + 1) + state.groups[ped]
         inputs = step_inputs(
             state.positions[rep, ped],
             state.velocities[rep, ped],
             state.accelerations[rep, ped],
             state.history[rep, ped],
             state.destinations[ped],
-            rep,
+            graph,
             env,
             self.config.features,
             self.destination_force,
@@ -132,13 +136,18 @@ class EnvSocialDiff:
         )
         return self.scale * torch.einsum("nji,nj->ni", inputs.rotations, x)
 
-    def policy(self, scene, *, sampler: str = "ddpm", sample_steps: int | None = None):
-        """A `simulate` policy: accelerations F_dest + sampled residual for the alive pedestrians."""
-        env = self.environment(scene)
+    def policy(
+        self, scene, *, sampler: str = "ddpm", sample_steps: int | None = None, env: SceneEnvironment | None = None
+    ):
+        """A `simulate` policy: accelerations F_dest + sampled residual for the alive pedestrians. env: the scene's
+        `environment` when already computed (it is static). The policy carries the model's goal model (`goal`,
+        `goal_lookahead`) for forecasting."""
+        env = self.environment(scene) if env is None else env
         model = self
 
         class _Policy:
             nfe_per_step = len(model.grid(sampler, sample_steps)) - 1
+            goal, goal_lookahead = model.config.goal, model.config.goal_lookahead
 
             def __call__(self, state: StepState) -> torch.Tensor:
                 out = model.destination_force(state.positions, state.velocities, state.destinations)

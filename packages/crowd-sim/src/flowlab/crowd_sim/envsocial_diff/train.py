@@ -22,12 +22,14 @@ from flowlab.core.config import Config
 from flowlab.core.nets import seeded_init
 from flowlab.core.train import EMA, FitResult, fit
 from flowlab.crowd_sim.envsocial_diff.features import StepInputs
+from flowlab.crowd_sim.envsocial_diff.goals import constant_velocity_goals
 from flowlab.crowd_sim.envsocial_diff.objective import (
     FrameBatch,
     concat,
     epsilon_loss,
     residual_target,
     training_frames,
+    training_goals,
 )
 from flowlab.crowd_sim.envsocial_diff.simulator import EnvSocialDiff
 from flowlab.crowd_sim.metrics import mae
@@ -71,14 +73,19 @@ class TrainConfig(Config):
                 raise ValueError(f"{name}: expected a positive int, got {getattr(self, name)}")
 
 
-def _samples(windows) -> tuple[torch.Tensor, ...]:
-    """All recorded (p, v, a, g) with a valid acceleration, from the windows: (N, 2) each."""
+def _samples(model: EnvSocialDiff, windows) -> tuple[torch.Tensor, ...]:
+    """All recorded (p, v, a, g) with a valid acceleration, from the windows, g the model's training goals: (N, 2)
+    each."""
     out = []
     for w in windows:
-        p, v, _ = recorded_kinematics(w)
+        kinematics = recorded_kinematics(w)
+        p, v, _ = kinematics
         valid = w.mask[:-2] & w.mask[1:-1] & w.mask[2:]
         a = (v[1:-1] - v[:-2]) / w.time_unit
-        g = w.destinations[None].expand(valid.shape[0], -1, -1)
+        if model.config.goal == "recorded":
+            g = w.destinations[None].expand(valid.shape[0], -1, -1)
+        else:
+            g = torch.stack([training_goals(model.config, w, kinematics, t) for t in range(valid.shape[0])])
         out.append((p[:-2][valid], v[:-2][valid], a[valid], g[valid]))
     return tuple(torch.cat(x) for x in zip(*out, strict=True))
 
@@ -88,7 +95,7 @@ def calibrate(model: EnvSocialDiff, windows, *, fit_destination_force: bool = Fa
     training windows, in place. By default the destination force keeps SPDiff's initial values (1.3 m/s, 0.5 s):
     the least-squares fit to one-step accelerations gives a slow relaxation (tau ~ 10 s on UCY) that leaves whole-
     window rollouts drifting (SFM MAE 3.9 m against 2.8 m with tau = 0.5 s on the UCY test window)."""
-    p, v, a, g = _samples(windows)
+    p, v, a, g = _samples(model, windows)
     if fit_destination_force:
         model.destination_force = calibrate_destination_force(p, v, a, g)
     residual = a - model.destination_force(p, v, g)
@@ -195,11 +202,13 @@ def train_best_of(
     sampler: str = "ddim",
     sample_steps: int | None = 10,
     progress: bool = True,
+    validate: Callable[[EnvSocialDiff, int], float] | None = None,
 ) -> tuple[EnvSocialDiff, list[float]]:
     """Model selection over network initialisations: for each seed, `build()` a model, calibrate and `train` it under
     `seeded_init(seed)` (torch's global RNG forked and seeded; generator seeded alike), and score it by
-    `validation_mae` on the `validation` window (never the test window). Returns the model with the lowest
-    validation MAE and every candidate's MAE.
+    `validation_mae` on the `validation` window (never the test window), or by `validate(model, seed)` when given
+    (e.g. a forecasting error for a model with constant-velocity goals). Returns the model with the lowest
+    validation score and every candidate's score.
 
     Rollout errors over a whole window differ between initialisations by more than between model variants (GC test
     MAE 1.57 to 2.32 m over three seeds of the same model), and the validation MAE ranks them as the test MAE does."""
@@ -214,9 +223,11 @@ def train_best_of(
                 frames = training_frames(model, scene, windows)
             gen = torch.Generator(model.device).manual_seed(seed)
             train(model, scene, windows, config, generator=gen, progress=progress, frames=frames)
-            scores.append(
-                validation_mae(model, scene, validation, sampler=sampler, sample_steps=sample_steps, seed=seed)
-            )
+            if validate is None:
+                score = validation_mae(model, scene, validation, sampler=sampler, sample_steps=sample_steps, seed=seed)
+            else:
+                score = validate(model, seed)
+            scores.append(score)
         if scores[-1] == min(scores):
             best = model
     return best, scores
@@ -229,7 +240,8 @@ class _Rollouts:
     def __init__(self, model: EnvSocialDiff, scene, windows, config: TrainConfig) -> None:
         self.model, self.scene, self.windows, self.config = model, scene, windows, config
         self.kin = [recorded_kinematics(w) for w in windows]
-        self.env = model.environment(scene)
+        self.env = model.environment(scene)  # the static scene features, computed once for every rollout
+        self.policy = model.policy(scene, sampler="ddim", sample_steps=config.finetune_sample_steps, env=self.env)
 
     def __call__(self, seed: int) -> FrameBatch:
         cfg, model = self.config, self.model
@@ -240,21 +252,28 @@ class _Rollouts:
         t0 = int(torch.randint(0, w.num_frames - H - 2, (1,), generator=gen, device=model.device))
         init = InitialStates.from_window(w, start=t0, history=model.config.features.history)
         recorder = _Recorder(self, w, p_rec, v_rec, t0)
-        policy = model.policy(self.scene, sampler="ddim", sample_steps=cfg.finetune_sample_steps)
         with torch.no_grad():
             model.denoiser.eval()
             simulate(
                 self.scene,
                 _only_present(init, t0),
-                w.destinations,
+                self._goals(w, p_rec, v_rec, t0),
                 H,
-                model=recorder.wrap(policy),
+                model=recorder.wrap(self.policy),
                 start=t0,
                 generator=gen,
                 device=model.device,
             )
             model.denoiser.train()
         return FrameBatch(StepInputs.cat(recorder.inputs), torch.cat(recorder.targets), torch.cat(recorder.weights))
+
+    def _goals(self, window, p_rec, v_rec, t0: int) -> torch.Tensor:
+        """(P, 2): the goals of a rollout from recorded frame t0 under the model's goal model (constant-velocity
+        goals fixed at t0, as a forecast observed up to t0 gets them)."""
+        config = self.model.config
+        if config.goal == "recorded":
+            return window.destinations
+        return constant_velocity_goals(p_rec[t0], v_rec[t0], config.goal_lookahead)
 
 
 def _only_present(init: InitialStates, t0: int) -> InitialStates:
