@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -30,6 +31,7 @@ from flowlab.core.nets import (
     zero_init,
 )
 from flowlab.core.nets.dit import _unpatchify
+from flowlab.core.nets.unet import _ResBlock
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -284,12 +286,102 @@ def test_unet_rejects_bad_inputs():
         net(x=torch.randn(2, 2, 8, 8), t=torch.rand(2))
     with pytest.raises(ValueError, match="t:"):
         net(x=torch.randn(2, 1, 8, 8), t=torch.rand(3))
-    with pytest.raises(ValueError, match="cond:"):
+    with pytest.raises(ValueError, match=r"cond: expected None .*cond_dim=0.*got shape \(2, 3\)"):
         net(x=torch.randn(2, 1, 8, 8), t=torch.rand(2), cond=torch.randn(2, 3))
     with pytest.raises(ValueError, match="channels"):
         UNet1d(1, channels=())
     with pytest.raises(ValueError, match="dropout"):
         UNet1d(1, dropout=1.0)
+    with pytest.raises(ValueError, match="cond_mode"):
+        UNet2d(1, cond_dim=3, cond_mode="concat")
+    with pytest.raises(ValueError, match=r"cond_mode.*cond_dim > 0"):
+        UNet2d(1, cond_mode="add")
+    x, t = torch.randn(2, 1, 8, 8), torch.rand(2)
+    for mode in ("shared", "add", "film"):
+        conditioned = UNet2d(1, channels=(8, 16), time_dim=16, cond_dim=3, cond_mode=mode)
+        with pytest.raises(ValueError, match=r"cond: expected shape \(2, 3\), got None"):
+            conditioned(x=x, t=t)
+        for bad in (torch.randn(2, 4), torch.randn(3, 3), torch.randn(2, 3, 1), torch.randn(6)):
+            got = re.escape(str(tuple(bad.shape)))
+            with pytest.raises(ValueError, match=rf"cond: expected shape \(2, 3\), got shape {got}"):
+                conditioned(x=x, t=t, cond=bad)
+
+
+def _perturb_cond_projections(net: torch.nn.Module, seed: int) -> None:
+    g = _gen(seed)
+    with torch.no_grad():
+        for blk in net.modules():
+            if isinstance(blk, _ResBlock):
+                for p in blk.cond_proj.parameters():
+                    p.copy_(0.3 * torch.randn(p.shape, generator=g))
+
+
+@pytest.mark.parametrize("mode", ["add", "film"])
+@pytest.mark.parametrize("cls, spatial", [(UNet1d, (16,)), (UNet2d, (8, 8))])
+def test_unet_per_block_condition(cls, spatial, mode):
+    kwargs = dict(channels=(8, 16, 16), time_dim=16, num_res_blocks=2, zero_out=False)
+    torch.manual_seed(0)
+    plain = cls(2, **kwargs)
+    torch.manual_seed(0)
+    net = cls(2, cond_dim=5, cond_mode=mode, **kwargs)
+
+    # One projection per residual block (levels * num_res_blocks down and up, two in the middle), and only those
+    # (plus the condition embedding) are new: every other parameter is the same seed's unconditioned one.
+    blocks = [m for m in net.modules() if isinstance(m, _ResBlock)]
+    projections = [name for name, m in net.named_modules() if name.endswith("cond_proj")]
+    assert len(blocks) == len(projections) == 2 * 3 * 2 + 2
+    assert all(isinstance(blk.cond_proj, torch.nn.Linear) for blk in blocks)
+    assert [blk.cond_proj.out_features for blk in blocks] == [
+        (2 if mode == "film" else 1) * blk.film.out_features // 2 for blk in blocks
+    ]
+    plain_state, state = plain.state_dict(), net.state_dict()
+    assert set(plain_state) < set(state)
+    assert all(".cond_proj." in k or k.startswith("cond_embed.") for k in set(state) - set(plain_state))
+    assert all(torch.equal(plain_state[k], state[k]) for k in plain_state)
+
+    # Zero-initialised projections: a fresh conditioned network ignores cond and equals the unconditioned one.
+    x = torch.randn(4, 2, *spatial, generator=_gen())
+    t = torch.rand(4, generator=_gen(1))
+    c = torch.randn(4, 5, generator=_gen(2))
+    reference = plain(x=x, t=t)
+    assert reference.abs().max() > 0
+    torch.testing.assert_close(net(x=x, t=t, cond=c), reference, atol=0, rtol=0)
+    torch.testing.assert_close(net(x=x, t=t, cond=3 * c), reference, atol=0, rtol=0)
+
+    # Gradients reach every projection, already at init (so training moves them off zero) ...
+    net(x=x, t=t, cond=c).square().sum().backward()
+    assert all(blk.cond_proj.weight.grad.abs().sum() > 0 for blk in blocks)
+    # ... and once they are non-zero the output depends on cond, batched sample by sample.
+    _perturb_cond_projections(net, 3)
+    net.zero_grad()
+    y = net(x=x, t=t, cond=c)
+    assert (y - reference).abs().max() > 1e-4
+    assert (net(x=x, t=t, cond=-c) - y).abs().max() > 1e-4
+    other = c.clone()
+    other[1:] = torch.randn(3, 5, generator=_gen(4))
+    torch.testing.assert_close(net(x=x, t=t, cond=other)[0], y[0], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(net(x=x[:1], t=t[:1], cond=c[:1]), y[:1], atol=1e-5, rtol=1e-4)
+    y.square().sum().backward()
+    assert all(blk.cond_proj.weight.grad.abs().sum() > 0 for blk in blocks)
+    assert all(blk.cond_proj.bias.grad.abs().sum() > 0 for blk in blocks)
+    assert all(p.grad.abs().sum() > 0 for p in net.cond_embed.parameters())
+
+
+def test_unet_without_per_block_condition_keeps_its_parameters():
+    """cond_dim=0 and the default "shared" mode build no per-block projection and keep today's state_dict keys."""
+    for kwargs in ({}, {"cond_dim": 4}, {"cond_dim": 4, "cond_mode": "shared"}):
+        torch.manual_seed(0)
+        net = UNet2d(1, channels=(8, 16), time_dim=16, **kwargs)
+        keys = set(net.state_dict())
+        assert not any("cond_proj" in k for k in keys)
+        assert (("cond_embed.weight" in keys) and ("cond_embed.bias" in keys)) == bool(kwargs)
+        assert not any(k.startswith("cond_embed.") and k not in ("cond_embed.weight", "cond_embed.bias") for k in keys)
+    torch.manual_seed(0)
+    default = UNet2d(1, channels=(8, 16), time_dim=16, cond_dim=4)
+    torch.manual_seed(0)
+    shared = UNet2d(1, channels=(8, 16), time_dim=16, cond_dim=4, cond_mode="shared")
+    pairs = zip(default.state_dict().items(), shared.state_dict().items(), strict=True)
+    assert all(ka == kb and torch.equal(a, b) for (ka, a), (kb, b) in pairs)
 
 
 # ------------------------------------------------------------------------------------------------------ DiT
@@ -748,6 +840,8 @@ def test_nets_follow_the_input_device(device):
     seq = torch.randn(2, 1, 8, generator=g).to(device)
     assert UNet1d(1, channels=(8, 8), time_dim=8).to(device)(x=seq, t=t[:2]).device == x.device
     img = torch.randn(2, 1, 4, 4, generator=g).to(device)
+    film = UNet2d(1, channels=(8, 8), time_dim=8, cond_dim=3, cond_mode="film").to(device)
+    assert film(x=img, t=t[:2], cond=torch.randn(2, 3, generator=g).to(device)).device == x.device
     assert DiT(4, 2, 1, 16, 1, 2).to(device)(x=img, t=t[:2]).device == x.device
     batch = torch.tensor([0, 0, 0, 1, 1, 1], device=device)
     for edge_index, reference in (
