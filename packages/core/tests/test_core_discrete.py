@@ -16,9 +16,9 @@ import torch
 from flowlab.core import grids
 from flowlab.core.losses.discrete import masked_diffusion_loss, uniform_diffusion_loss
 from flowlab.core.paths.base import DiscretePathSample
-from flowlab.core.paths.discrete import LogLinearKappa, MaskedDiscretePath, UniformDiscretePath
+from flowlab.core.paths.discrete import LinearSigmaKappa, LogLinearKappa, MaskedDiscretePath, UniformDiscretePath
 from flowlab.core.schedules import CondOT, Cosine
-from flowlab.core.solvers.ctmc import solve_ctmc
+from flowlab.core.solvers.ctmc import ctmc_step, jump_probabilities, solve_ctmc
 from flowlab.core.solvers.trajectory import Trajectory
 
 V = 4
@@ -95,6 +95,24 @@ def test_log_linear_kappa_is_mdlm_noise():
     # loss weight kappa' / (1 - kappa) equals MDLM's sigma'(tau) / expm1(sigma(tau))
     torch.testing.assert_close(out.d_alpha / (1 - out.alpha), d_sigma / torch.expm1(sigma))
     torch.testing.assert_close(kappa.snr_inverse(kappa.snr(t[1:])), t[1:])
+
+
+def test_linear_sigma_kappa_is_mdlm_linear_noise():
+    """kappa_t = exp(-sigma(1 - t)) with MDLM's linear sigma(tau) = sigma_min + tau (sigma_max - sigma_min)."""
+    lo, hi = 1e-3, 7.0
+    kappa = LinearSigmaKappa(lo, hi)
+    t = torch.linspace(0, 1, 23, dtype=torch.float64)
+    sigma = lo + (1 - t) * (hi - lo)
+    out = kappa(t)
+    torch.testing.assert_close(out.alpha, torch.exp(-sigma))
+    torch.testing.assert_close(out.sigma, -torch.expm1(-sigma))
+    torch.testing.assert_close(out.d_alpha / out.sigma, (hi - lo) / torch.expm1(sigma))  # sigma' / expm1(sigma)
+    assert float(out.alpha[0]) == pytest.approx(math.exp(-hi)) and float(out.alpha[-1]) == pytest.approx(math.exp(-lo))
+    torch.testing.assert_close(kappa.snr_inverse(kappa.snr(t)), t)
+    path = MaskedDiscretePath(kappa, mask_id=MASK)
+    torch.testing.assert_close(path.kappa_inverse(path.kappa_at(t)[0]), t)
+    with pytest.raises(ValueError, match="sigma_min, sigma_max"):
+        LinearSigmaKappa(7.0, 1.0)
 
 
 # ---------------------------------------------------------------------------------------------------------- CTMC
@@ -183,6 +201,68 @@ def test_ctmc_is_reproducible_with_a_generator():
     a = solve_ctmc(posterior, path, x_init, grids.uniform(8), generator=torch.Generator().manual_seed(12))
     b = solve_ctmc(posterior, path, x_init, grids.uniform(8), generator=torch.Generator().manual_seed(12))
     assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("kind", ["masked", "uniform"])
+def test_solve_ctmc_is_a_loop_of_ctmc_step(kind):
+    """With the same generator, solve_ctmc's states equal a hand-written loop of ctmc_step bit for bit."""
+    kappa = Cosine()
+    if kind == "masked":
+        path, posterior = MaskedDiscretePath(kappa, mask_id=MASK), masked_posterior
+        x_init = path.sample_source((6, 40))
+    else:
+        path, posterior = UniformDiscretePath(kappa, vocab_size=V), uniform_posterior_for(kappa)
+        x_init = path.sample_source((6, 40), generator=torch.Generator().manual_seed(3))
+    grid, knobs = grids.uniform(7), {"temperature": 0.8, "top_p": 0.9}
+    traj = solve_ctmc(
+        posterior, path, x_init, grid, generator=torch.Generator().manual_seed(4), return_trajectory=True, **knobs
+    )
+    gen, x, states = torch.Generator().manual_seed(4), x_init, [x_init]
+    jump = jump_probabilities(path, grid)
+    for i in range(len(grid) - 1):
+        x = ctmc_step(path, x, posterior(x=x, t=grid[i].expand(len(x))), jump[i], generator=gen, **knobs)
+        states.append(x)
+    assert torch.equal(traj.states, torch.stack(states))
+
+
+@pytest.mark.parametrize("kind", ["masked", "uniform"])
+def test_ctmc_step_never_jumps_to_a_disallowed_token(kind):
+    gen = torch.Generator().manual_seed(5)
+    path = MaskedDiscretePath(CondOT(), mask_id=MASK) if kind == "masked" else UniformDiscretePath(CondOT(), V)
+    width = V + 1 if kind == "masked" else V
+    x0 = path.sample_source((50, 30), generator=gen)
+    for _ in range(20):
+        logits = 3 * torch.randn(50, 30, width, generator=gen)
+        allowed = torch.rand(50, 30, width, generator=gen) < 0.4
+        allowed[:, 0] = False  # position 0 may go nowhere: it keeps its token
+        x = ctmc_step(path, x0, logits, 1.0, allowed=allowed, generator=gen)
+        moved = x != x0
+        assert bool(moved.any()) and not bool(moved[:, 0].any())
+        assert bool(allowed.gather(-1, x[..., None])[moved].all()), "a disallowed token was sampled"
+        if kind == "masked":
+            reachable = allowed[..., :V].any(-1)
+            assert bool((x[reachable] != MASK).all()) and bool((x[~reachable] == MASK).all())
+
+
+def test_ctmc_step_takes_per_sample_jump_probabilities_and_checks_its_inputs():
+    path = MaskedDiscretePath(CondOT(), mask_id=MASK)
+    x = path.sample_source((3, 200))
+    logits = torch.zeros(3, 200, V + 1)
+    out = ctmc_step(path, x, logits, torch.tensor([0.0, 1.0, 0.5]), generator=torch.Generator().manual_seed(6))
+    assert bool((out[0] == MASK).all()) and not bool((out[1] == MASK).any())
+    assert_binomial((out[2] != MASK).sum(), 200, 0.5, "jumps at probability 0.5")
+    cases = [
+        ("path", lambda: ctmc_step("masked", x, logits, 0.5)),
+        ("x", lambda: ctmc_step(path, x.float(), logits, 0.5)),
+        ("posterior", lambda: ctmc_step(path, x, logits[:, :5], 0.5)),
+        ("jump_prob", lambda: ctmc_step(path, x, logits, torch.ones(2))),
+        ("temperature", lambda: ctmc_step(path, x, logits, 0.5, temperature=0)),
+        ("allowed", lambda: ctmc_step(path, x, logits, 0.5, allowed=torch.ones(3, 200, V + 1))),
+        ("allowed", lambda: ctmc_step(path, x, logits, 0.5, allowed=torch.ones(3, 200, V, dtype=torch.bool))),
+    ]
+    for match, call in cases:
+        with pytest.raises(ValueError, match=match):
+            call()
 
 
 def test_ctmc_and_loss_follow_the_device(device):

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flowlab.core import grids
+from flowlab.core.paths.discrete import LinearSigmaKappa, LogLinearKappa
 from flowlab.core.schedules import EDM, VE, VP, CondOT, Cosine, DiscreteVP, Polynomial
 
 SCHEDULES = {
@@ -142,3 +143,41 @@ def test_shifted_grid_keeps_endpoints_and_spends_steps_near_noise():
 def test_bad_parameters_raise_naming_the_argument(factory, match):
     with pytest.raises(ValueError, match=match):
         factory()
+
+
+# ------------------------------------------------------------------------------------------------- alpha_inverse
+
+UNIT_ALPHA = ("ve", "edm", "score_sde_ve")
+KAPPAS = {
+    **{k: v for k, v in SCHEDULES.items() if k not in UNIT_ALPHA},
+    "log_linear": LogLinearKappa(1e-3),
+    "linear_sigma": LinearSigmaKappa(1e-3, 7.0),
+}
+
+
+@pytest.mark.parametrize("name", KAPPAS)
+def test_alpha_inverse_inverts_alpha_on_a_grid(name):
+    """alpha_inverse(alpha(t)) == t on a grid over [0, 1], alpha increasing (the kappa_inverse of a discrete path)."""
+    sch = KAPPAS[name]
+    t = torch.linspace(0, 1, 201, dtype=torch.float64)
+    alpha = sch(t).alpha
+    assert bool((alpha[1:] > alpha[:-1]).all()), "alpha must increase for its inverse to exist"
+    torch.testing.assert_close(sch.alpha_inverse(alpha), t, atol=1e-9, rtol=0)
+    inv32 = sch.alpha_inverse(alpha.float())
+    assert inv32.dtype == torch.float32
+
+
+def test_unit_alpha_schedules_refuse_alpha_inverse():
+    for name in UNIT_ALPHA:
+        with pytest.raises(ValueError, match="alpha"):
+            SCHEDULES[name].alpha_inverse(torch.ones(3))
+
+
+@pytest.mark.parametrize("name", ["log_linear", "linear_sigma"])
+def test_kappa_schedule_derivatives_match_central_differences(name):
+    sch, h = KAPPAS[name], 1e-6
+    t = torch.linspace(0.01, 0.99, 25, dtype=torch.float64)
+    out, up, down = sch(t), sch(t + h), sch(t - h)
+    torch.testing.assert_close(out.d_alpha, (up.alpha - down.alpha) / (2 * h), atol=1e-7, rtol=1e-6)
+    torch.testing.assert_close(out.d_sigma, (up.sigma - down.sigma) / (2 * h), atol=1e-7, rtol=1e-6)
+    torch.testing.assert_close(out.alpha + out.sigma, torch.ones_like(t))

@@ -1,5 +1,5 @@
 """The shared diffusion/flow engine: schedules, paths, couplings, losses, solvers, likelihood, flow maps, manifolds,
-nets, training and the benchmark protocol.
+point-cloud geometry, nets, training and the benchmark protocol.
 
     from flowlab.core import AffinePath, StandardNormal, grids, likelihood, losses, schedules, solvers
 """
@@ -20,6 +20,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "couplings",
         "distributions",
         "flowmaps",
+        "geometry",
         "grids",
         "likelihood",
         "losses",

@@ -1,7 +1,8 @@
 """Noise schedules over core time t in [0, 1] (t=0 source, t=1 data): x_t = alpha_t x_1 + sigma_t x_0.
 
 Every schedule gives alpha, sigma and their analytic time derivatives, the signal-to-noise ratio alpha/sigma
-and its inverse. Papers that run time the other way ("t=0 data") are converted with tau = 1 - t.
+and its inverse, and the inverse of alpha (the time of a signal level: a discrete path's `kappa_inverse`).
+Papers that run time the other way ("t=0 data") are converted with tau = 1 - t.
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ class Schedule(ABC):
     def snr_inverse(self, snr: torch.Tensor) -> torch.Tensor:
         """The time t with alpha_t / sigma_t == snr (snr > 0)."""
 
+    @abstractmethod
+    def alpha_inverse(self, alpha: torch.Tensor) -> torch.Tensor:
+        """The time t with alpha_t == alpha (alpha in the schedule's range), shaped like alpha; ValueError where
+        alpha is constant."""
+
     def snr(self, t: torch.Tensor) -> torch.Tensor:
         """The signal-to-noise ratio alpha_t / sigma_t, shaped like t."""
         out = self(t)
@@ -84,6 +90,10 @@ class CondOT(Schedule):
         """snr / (1 + snr)."""
         return snr / (1 + snr)
 
+    def alpha_inverse(self, alpha: torch.Tensor) -> torch.Tensor:
+        """alpha itself (alpha = t)."""
+        return alpha.clone()
+
 
 class Polynomial(Schedule):
     """alpha = t^n, sigma = 1 - t^n."""
@@ -103,6 +113,10 @@ class Polynomial(Schedule):
         """(snr / (1 + snr))^(1/n)."""
         return (snr / (1 + snr)) ** (1 / self.n)
 
+    def alpha_inverse(self, alpha: torch.Tensor) -> torch.Tensor:
+        """alpha^(1/n)."""
+        return alpha ** (1 / self.n)
+
 
 class Cosine(Schedule):
     """alpha = sin(pi t / 2), sigma = cos(pi t / 2)."""
@@ -115,6 +129,10 @@ class Cosine(Schedule):
     def snr_inverse(self, snr: torch.Tensor) -> torch.Tensor:
         """2 atan(snr) / pi."""
         return torch.atan(snr) * (2 / math.pi)
+
+    def alpha_inverse(self, alpha: torch.Tensor) -> torch.Tensor:
+        """2 asin(alpha) / pi."""
+        return torch.asin(alpha) * (2 / math.pi)
 
 
 class VP(Schedule):
@@ -145,16 +163,30 @@ class VP(Schedule):
         d_sigma = -(alpha**2) * 0.5 * self.beta(tau) / sigma
         return ScheduleOutput(alpha, sigma, d_alpha, d_sigma)
 
-    def snr_inverse(self, snr: torch.Tensor) -> torch.Tensor:
-        """Solves the quadratic B(tau) = log(1 + 1/snr^2) for tau >= 0 and returns t = 1 - tau."""
-        # B(tau) = log(1 + 1/snr^2); solve 0.5 db tau^2 + beta_min tau - B = 0 for tau >= 0.
-        big_b = torch.log1p(snr.pow(-2))
+    def _time_of_integral(self, big_b: torch.Tensor) -> torch.Tensor:
+        """The t = 1 - tau with B(tau) == big_b: the root tau >= 0 of 0.5 db tau^2 + beta_min tau - B = 0."""
         db = self.beta_max - self.beta_min
         tau = (-self.beta_min + torch.sqrt(self.beta_min**2 + 2 * db * big_b)) / db
         return 1 - tau
 
+    def snr_inverse(self, snr: torch.Tensor) -> torch.Tensor:
+        """Solves the quadratic B(tau) = log(1 + 1/snr^2) for tau >= 0 and returns t = 1 - tau."""
+        return self._time_of_integral(torch.log1p(snr.pow(-2)))
 
-class VE(Schedule):
+    def alpha_inverse(self, alpha: torch.Tensor) -> torch.Tensor:
+        """Solves the quadratic B(tau) = -2 log(alpha) for tau >= 0 and returns t = 1 - tau."""
+        return self._time_of_integral(-2 * torch.log(alpha))
+
+
+class _UnitAlpha(Schedule):
+    """A schedule with alpha = 1 at every t (VE, EDM): sigma alone carries the noise level."""
+
+    def alpha_inverse(self, alpha: torch.Tensor) -> torch.Tensor:
+        """Raises ValueError: alpha is 1 at every t, so no time is singled out (use `snr_inverse`)."""
+        raise ValueError(f"alpha: {type(self).__name__} has alpha = 1 at every t; invert sigma with snr_inverse")
+
+
+class VE(_UnitAlpha):
     """Variance-exploding schedule: alpha = 1, sigma = sigma_min (sigma_max / sigma_min)^(1 - t).
 
     The source at t=0 is N(0, sigma_max^2 I) (x_0 ~ N(0, I) scaled by sigma). `VE.score_sde(sigma)` gives the
@@ -182,7 +214,7 @@ class VE(Schedule):
         return ScoreSDEVE(sigma)
 
 
-class ScoreSDEVE(Schedule):
+class ScoreSDEVE(_UnitAlpha):
     """Score-SDE VE form: alpha = 1, std(tau)^2 = (sigma^(2 tau) - 1) / (2 ln sigma), tau = 1 - t.
 
     Its diffusion coefficient is g(tau) = sigma^tau (`diffusion(t)`); std(0) = 0, so t=1 is exactly the data.
@@ -211,7 +243,7 @@ class ScoreSDEVE(Schedule):
         return 1 - tau
 
 
-class EDM(Schedule):
+class EDM(_UnitAlpha):
     """Karras et al. (2022) sigma ramp expressed over t: alpha = 1,
     sigma(t) = (sigma_max^(1/rho) + t (sigma_min^(1/rho) - sigma_max^(1/rho)))^rho.
 
@@ -307,13 +339,21 @@ class DiscreteVP(Schedule):
         d_sigma = -sigma * alpha**2 * slope
         return ScheduleOutput(*(v.to(t.dtype) for v in (alpha, sigma, d_alpha, d_sigma)))
 
-    def snr_inverse(self, snr: torch.Tensor) -> torch.Tensor:
-        """The t whose interpolated half log-SNR is log(snr) (linear beyond the grid ends), in snr's dtype."""
-        lam = torch.log(snr.to(torch.float64))
-        grid, lams = self._t.to(snr.device), self._lam.to(snr.device)
+    def _time_of_lambda(self, lam: torch.Tensor) -> torch.Tensor:
+        """The t (float64) whose interpolated half log-SNR is lam (float64; linear beyond the grid ends)."""
+        grid, lams = self._t.to(lam.device), self._lam.to(lam.device)
         idx = torch.clamp(torch.searchsorted(lams, lam.contiguous()) - 1, 0, self.num_steps - 2)
         slope = (lams[idx + 1] - lams[idx]) / (grid[idx + 1] - grid[idx])
-        return (grid[idx] + (lam - lams[idx]) / slope).to(snr.dtype)
+        return grid[idx] + (lam - lams[idx]) / slope
+
+    def snr_inverse(self, snr: torch.Tensor) -> torch.Tensor:
+        """The t whose interpolated half log-SNR is log(snr) (linear beyond the grid ends), in snr's dtype."""
+        return self._time_of_lambda(torch.log(snr.to(torch.float64))).to(snr.dtype)
+
+    def alpha_inverse(self, alpha: torch.Tensor) -> torch.Tensor:
+        """The t whose half log-SNR is logit(alpha^2) / 2 (alpha^2 = sigmoid(2 lambda)), in alpha's dtype."""
+        a2 = alpha.to(torch.float64).square()
+        return self._time_of_lambda(0.5 * (torch.log(a2) - torch.log1p(-a2))).to(alpha.dtype)
 
     def timestep_of(self, t: torch.Tensor) -> torch.Tensor:
         """The (float) diffusers timestep k of core time t: k = K (1 - t) - 1."""

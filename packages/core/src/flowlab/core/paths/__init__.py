@@ -9,6 +9,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "flowlab.core.paths.base": ["DiscretePathSample", "PathSample"],
         "flowlab.core.paths.bridge": ["AugmentedBridgePath", "BridgePath", "BridgePathSample"],
         "flowlab.core.paths.discrete": [
+            "LinearSigmaKappa",
             "LogLinearKappa",
             "MaskedDiscretePath",
             "MixtureDiscretePath",

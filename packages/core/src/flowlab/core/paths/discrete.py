@@ -7,9 +7,15 @@ otherwise, p_t(x | x_0, x_1) = kappa_t delta_{x_1} + (1 - kappa_t) delta_{x_0}, 
 - `MaskedDiscretePath(kappa, mask_id)`: the source is the mask token everywhere (MDLM's absorbing process).
 - `UniformDiscretePath(kappa, vocab_size)`: the source is a uniformly random token.
 
-MDLM (Sahoo et al. 2024) runs paper time tau = 1 - t with masking probability 1 - exp(-sigma(tau)); its log-linear
-noise sigma(tau) = -log(1 - (1 - eps) tau) is `LogLinearKappa(eps)`: kappa_t = eps + (1 - eps) t (eps = 0 is
-`CondOT`).
+MDLM (Sahoo et al. 2024) runs paper time tau = 1 - t with masking probability 1 - exp(-sigma(tau)), so
+kappa_t = exp(-sigma(1 - t)) is the unmasked (data) fraction at core time t. Its two noises are:
+
+- log-linear, sigma(tau) = -log(1 - (1 - eps) tau): `LogLinearKappa(eps)`, kappa_t = eps + (1 - eps) t (eps = 0 is
+  `CondOT`, MDLM's alpha_tau = 1 - tau);
+- linear, sigma(tau) = sigma_min + tau (sigma_max - sigma_min): `LinearSigmaKappa(sigma_min, sigma_max)`,
+  kappa_t = exp(-sigma_min - (1 - t)(sigma_max - sigma_min)) (SynCoGen: 1e-3 and 7).
+
+`path.kappa_inverse(kappa)` (the schedule's `alpha_inverse`) gives the time at which a fraction kappa is data.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from flowlab.core.paths.base import DiscretePathSample
 from flowlab.core.schedules import Schedule, ScheduleOutput
 from flowlab.core.validation import check_same_batch, check_tensor, check_time
 
-__all__ = ["LogLinearKappa", "MaskedDiscretePath", "MixtureDiscretePath", "UniformDiscretePath"]
+__all__ = ["LinearSigmaKappa", "LogLinearKappa", "MaskedDiscretePath", "MixtureDiscretePath", "UniformDiscretePath"]
 
 
 class LogLinearKappa(Schedule):
@@ -46,7 +52,47 @@ class LogLinearKappa(Schedule):
 
     def snr_inverse(self, snr: torch.Tensor) -> torch.Tensor:
         """The t with kappa_t / (1 - kappa_t) == snr: (snr / (1 + snr) - eps) / (1 - eps)."""
-        return (snr / (1 + snr) - self.eps) / (1 - self.eps)
+        return self.alpha_inverse(snr / (1 + snr))
+
+    def alpha_inverse(self, alpha: torch.Tensor) -> torch.Tensor:
+        """The t with kappa_t == alpha: (alpha - eps) / (1 - eps)."""
+        return (alpha - self.eps) / (1 - self.eps)
+
+
+class LinearSigmaKappa(Schedule):
+    """MDLM's linear noise as a kappa schedule: alpha = kappa_t = exp(-sigma(1 - t)), sigma = 1 - kappa_t, with
+    sigma(tau) = sigma_min + tau (sigma_max - sigma_min) in paper time tau = 1 - t.
+
+    kappa runs from exp(-sigma_max) at t = 0 to exp(-sigma_min) at t = 1 (not exactly 0 and 1: a fraction
+    exp(-sigma_min) of tokens stays masked at t = 1 unless a final step unmasks it). Its slope is
+    (sigma_max - sigma_min) kappa_t, so the masked-diffusion loss weight kappa'_t / (1 - kappa_t) is MDLM's
+    sigma'(tau) / expm1(sigma(tau)).
+    """
+
+    def __init__(self, sigma_min: float = 1e-3, sigma_max: float = 7.0) -> None:
+        if not 0 <= sigma_min < sigma_max:
+            raise ValueError(f"sigma_min, sigma_max: expected 0 <= sigma_min < sigma_max, got {sigma_min}, {sigma_max}")
+        self.sigma_min, self.sigma_max = float(sigma_min), float(sigma_max)
+
+    def __call__(self, t: torch.Tensor) -> ScheduleOutput:
+        """alpha = kappa_t, sigma = 1 - kappa_t and their slopes +-(sigma_max - sigma_min) kappa_t, shaped like t."""
+        rate = self.sigma_max - self.sigma_min
+        noise = self.sigma_min + (1 - t) * rate  # sigma(tau) at tau = 1 - t
+        kappa = torch.exp(-noise)
+        slope = rate * kappa
+        return ScheduleOutput(kappa, -torch.expm1(-noise), slope, -slope)
+
+    def snr_inverse(self, snr: torch.Tensor) -> torch.Tensor:
+        """The t with kappa_t / (1 - kappa_t) == snr: sigma(1 - t) = log(1 + 1 / snr)."""
+        return self._time_of_noise(torch.log1p(1 / snr))
+
+    def alpha_inverse(self, alpha: torch.Tensor) -> torch.Tensor:
+        """The t with kappa_t == alpha: sigma(1 - t) = -log(alpha)."""
+        return self._time_of_noise(-torch.log(alpha))
+
+    def _time_of_noise(self, noise: torch.Tensor) -> torch.Tensor:
+        """The t = 1 - tau with sigma(tau) == noise."""
+        return 1 - (noise - self.sigma_min) / (self.sigma_max - self.sigma_min)
 
 
 class MixtureDiscretePath(ABC):
@@ -61,6 +107,10 @@ class MixtureDiscretePath(ABC):
         """kappa_t and its time derivative, shaped like t."""
         out = self.kappa(t)
         return out.alpha, out.d_alpha
+
+    def kappa_inverse(self, kappa: torch.Tensor) -> torch.Tensor:
+        """The time t with kappa_t == kappa (the data fraction), shaped like kappa: the schedule's `alpha_inverse`."""
+        return self.kappa.alpha_inverse(kappa)
 
     @abstractmethod
     def _check_tokens(self, x: torch.Tensor, name: str, *, source: bool) -> None:

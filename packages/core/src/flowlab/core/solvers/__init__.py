@@ -12,7 +12,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "flowlab.core.solvers.bridge": ["sample_bridge"],
         "flowlab.core.solvers.clipped": ["clipped_euler", "clipped_jvp_euler", "path_envelope", "scalar_vjp_euler"],
         "flowlab.core.solvers.consistency": ["consistency_sample"],
-        "flowlab.core.solvers.ctmc": ["solve_ctmc"],
+        "flowlab.core.solvers.ctmc": ["ctmc_step", "jump_probabilities", "solve_ctmc"],
         "flowlab.core.solvers.diffusion": [
             "Inversion",
             "MultistepHistory",

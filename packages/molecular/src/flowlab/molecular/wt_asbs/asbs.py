@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from flowlab.core.config import Config
+from flowlab.core.geometry import mean_free
 from flowlab.core.grids import uniform
 from flowlab.core.nets import MLP, TimeMLP, seeded_init
 from flowlab.core.solvers import Trajectory, solve_sde
@@ -226,11 +227,8 @@ class ASBS:
         return self.atom_dim == 3 and self.dim > 3
 
     def _mean_free(self, z: torch.Tensor) -> torch.Tensor:
-        """z: (B, D) -> z minus its per-sample mean over atoms (molecules); unchanged for toys."""
-        if not self.molecular:
-            return z
-        atoms = z.view(len(z), -1, 3)
-        return (atoms - atoms.mean(1, keepdim=True)).view(z.shape)
+        """z: (B, D) -> the core's `mean_free` over its (B, D / 3, 3) atoms (molecules); unchanged for toys."""
+        return mean_free(z.view(len(z), -1, 3)).view(z.shape) if self.molecular else z
 
     def _drift(self, *, x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         g = self.noise.g(t)[:, None]
