@@ -10,7 +10,6 @@ import pickletools
 import socket
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from flowlab.core.train import (
     load_checkpoint,
     save_checkpoint,
     shard_batch,
+    spawn_gloo,
 )
 from flowlab.core.train import checkpoint as checkpoint_module
 
@@ -555,13 +555,8 @@ def _loopback_env() -> dict[str, str]:
     return env
 
 
-def _ddp_child(rank: int, worker, port: int, out_dir: str) -> None:
-    # forked from the test process (torch already imported); 1 thread: OpenMP pools do not survive a fork
-    torch.set_num_threads(1)
-    os.environ.update(_loopback_env(), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2")
-    worker.train(out_dir)
-    torch.distributed.destroy_process_group()
+def _ddp_child(rank: int, worker, out_dir: str) -> None:
+    worker.train(out_dir)  # spawn_gloo has joined the group: init_distributed() inside finds it
 
 
 def _check_ddp_against_one_process(ddp_dir: Path, single: dict) -> None:
@@ -586,15 +581,7 @@ def _check_ddp_against_one_process(ddp_dir: Path, single: dict) -> None:
 def test_two_process_gloo_step_matches_one_process(tmp_path):
     worker = _load_worker()
     single = worker.train(tmp_path / "single")
-    ctx = torch.multiprocessing.start_processes(
-        _ddp_child, args=(worker, _free_port(), str(tmp_path)), nprocs=2, join=False, start_method="fork"
-    )
-    deadline = time.monotonic() + 60
-    while not ctx.join(timeout=1):
-        if time.monotonic() > deadline:
-            for p in ctx.processes:
-                p.kill()
-            pytest.fail("DDP workers did not finish within 60 s")
+    spawn_gloo(_ddp_child, 2, worker, str(tmp_path), timeout=60)
     _check_ddp_against_one_process(tmp_path, single)
 
 

@@ -3,7 +3,8 @@ reduction.
 
 There is no FlowLab launcher. Start N processes with `torchrun --nproc-per-node N script.py` (or `python -m
 torch.distributed.run ...`); the script calls `init_distributed()` and then `fit(...)`, which wraps the model
-in `DistributedDataParallel` when a process group is initialised.
+in `DistributedDataParallel` when a process group is initialised. Tests and benchmarks start local Gloo groups with
+`flowlab.core.train.spawn_gloo`.
 """
 
 from __future__ import annotations
