@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from flowlab.core.paths.base import PathSample
-from flowlab.core.schedules import Schedule
+from flowlab.core.schedules import Schedule, ScheduleOutput
 from flowlab.core.typing import Prediction
 from flowlab.core.validation import check_same_batch, check_tensor, check_time, expand_like
 
@@ -48,10 +48,13 @@ class AffinePath:
         t: torch.Tensor,
         source: Prediction | str,
         target: Prediction | str,
+        at: ScheduleOutput | None = None,
     ) -> torch.Tensor:
         """Translate a model output between VELOCITY, EPSILON (x_0), DATA (x_1) and SCORE at (x_t, t).
 
-        value, x_t: (B, ...); t: (B,). SCORE needs a Gaussian source (score = -E[x_0 | x_t] / sigma_t).
+        value, x_t: (B, ...); t: (B,). SCORE needs a Gaussian source (score = -E[x_0 | x_t] / sigma_t). at: the
+        schedule at t when already computed (fields broadcastable against x_t, e.g. (1, 1, ..., 1) for a t shared by
+        the batch); a sampler's loop passes it to skip the schedule call.
         """
         source, target = Prediction.parse(source), Prediction.parse(target)
         if source is target:
@@ -59,7 +62,7 @@ class AffinePath:
         if Prediction.SCORE in (source, target) and not self.gaussian_source:
             raise ValueError("source, target: score conversions need a Gaussian source (gaussian_source=True)")
         check_same_batch(value=value, x_t=x_t, t=t)
-        s = self.schedule(expand_like(t, x_t))
+        s = self.schedule(expand_like(t, x_t)) if at is None else at
         eps = self._to_epsilon(value, x_t, s, source)
         if target is Prediction.EPSILON:
             return eps

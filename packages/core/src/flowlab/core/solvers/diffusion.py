@@ -39,7 +39,7 @@ import torch
 
 from flowlab.core.distributions import randn
 from flowlab.core.paths.affine import AffinePath
-from flowlab.core.schedules import Schedule
+from flowlab.core.schedules import Schedule, ScheduleOutput
 from flowlab.core.solvers.trajectory import StepInfo, Trajectory, batched_times, check_callback
 from flowlab.core.typing import Prediction
 from flowlab.core.validation import check_choice, check_grid, check_tensor
@@ -128,8 +128,11 @@ def ddim_step(
 
     x: (B, ...) at s; data: (B, ...) the data prediction D(x, s); s, t: 0-d or (B,) times -> (B, ...) at t.
     """
-    alpha_s, sigma_s = _alpha_sigma(schedule, s)
-    alpha_t, sigma_t = _alpha_sigma(schedule, t)
+    return _ddim(x, data, *_alpha_sigma(schedule, s), *_alpha_sigma(schedule, t))
+
+
+def _ddim(x, data, alpha_s, sigma_s, alpha_t, sigma_t) -> torch.Tensor:
+    """`ddim_step` from the schedule's values at s and t."""
     eps = (x - _like(alpha_s, x) * data) / _like(sigma_s, x)
     return _like(alpha_t, x) * data + _like(sigma_t, x) * eps
 
@@ -147,8 +150,11 @@ def ddpm_step(
 
     x: (B, ...) at s; data: D(x, s); noise: (B, ...) standard normal -> (B, ...) at t (D itself when t = 1).
     """
-    alpha_s, sigma_s = _alpha_sigma(schedule, s)
-    alpha_t, sigma_t = _alpha_sigma(schedule, t)
+    return _ddpm(x, data, *_alpha_sigma(schedule, s), *_alpha_sigma(schedule, t), noise)
+
+
+def _ddpm(x, data, alpha_s, sigma_s, alpha_t, sigma_t, noise) -> torch.Tensor:
+    """`ddpm_step` from the schedule's values at s and t."""
     a = alpha_s / alpha_t
     added = (sigma_s**2 - a**2 * sigma_t**2).clamp_min(0)
     mean = _like(a * sigma_t**2 / sigma_s**2, x) * x + _like(alpha_t * added / sigma_s**2, x) * data
@@ -272,14 +278,22 @@ class _Denoiser:
         self.model, self.path, self.prediction, self.cond = model, AffinePath(schedule), prediction, cond
         self.nfe = 0
 
-    def __call__(self, x: torch.Tensor, t_vec: torch.Tensor) -> torch.Tensor:
-        """x: (B, ...), t_vec: (B,) -> D(x, t): (B, ...)"""
+    def __call__(self, x: torch.Tensor, t_vec: torch.Tensor, at: ScheduleOutput | None = None) -> torch.Tensor:
+        """x: (B, ...), t_vec: (B,) -> D(x, t): (B, ...); at: the schedule at t when already computed."""
         out = self.model(x=x, t=t_vec, **self.cond)
         if not isinstance(out, torch.Tensor) or out.shape != x.shape:
             shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
             raise ValueError(f"model: expected an output of shape {tuple(x.shape)}, got {shape}")
         self.nfe += 1
-        return self.path.convert(out, x_t=x, t=t_vec, source=self.prediction, target=Prediction.DATA)
+        return self.path.convert(out, x_t=x, t=t_vec, source=self.prediction, target=Prediction.DATA, at=at)
+
+
+def _schedule_on_grid(schedule: Schedule, times: tuple[torch.Tensor, ...], x: torch.Tensor) -> list[ScheduleOutput]:
+    """The schedule at every grid time, computed once before a sampler's loop: one `ScheduleOutput` per time with
+    fields (1, 1, ..., 1) that broadcast against x: (B, ...); times: `batched_times(grid, x)`."""
+    t = torch.stack([ti[:1] for ti in times]).reshape(len(times), *([1] * x.dim()))
+    out = schedule(t)
+    return [ScheduleOutput(*(f[i] for f in (out.alpha, out.sigma, out.d_alpha, out.d_sigma))) for i in range(len(t))]
 
 
 def _step(method, x, data, history, s, t, schedule, order):
@@ -326,17 +340,22 @@ def sample_diffusion(
     n = grid.numel() - 1
     orders = _orders(method, n, lower_order_final, bool(grid[-1] == 1))
     lambdas = _lambda(schedule, grid)
+    alpha, sigma = _alpha_sigma(schedule, grid)  # once for the loop, as the schedule calls below would be
     denoise = _Denoiser(model, schedule, prediction, cond)
     times = batched_times(grid, x_init)
+    at = _schedule_on_grid(schedule, times, x_init)
     keep = _SAMPLE_METHOD_ORDER[method] - 1
     x, history, states = x_init, MultistepHistory(), [x_init]
     for i in range(n):
-        data = denoise(x, times[i])
+        data = denoise(x, times[i], at[i])
+        ends = (alpha[i], sigma[i], alpha[i + 1], sigma[i + 1])
         if method == "ddpm":
             eps = randn(x.shape, generator=generator, device=x.device, dtype=x.dtype)
-            x = ddpm_step(x, data, s=grid[i], t=grid[i + 1], schedule=schedule, noise=eps)
+            x = _ddpm(x, data, *ends, eps)
+        elif method == "ddim":
+            x = _ddim(x, data, *ends)
         else:
-            x = _step(method, x, data, history, grid[i], grid[i + 1], schedule, orders[i])
+            x = dpmpp_step(x, data, history, s=grid[i], t=grid[i + 1], schedule=schedule, order=orders[i])
         history = history.push(data, lambdas[i], keep=keep)
         if return_trajectory:
             states.append(x)
