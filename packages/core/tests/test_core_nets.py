@@ -26,6 +26,7 @@ from flowlab.core.nets import (
     UNet1d,
     UNet2d,
     knn_graph,
+    radius,
     radius_graph,
     seeded_init,
     zero_init,
@@ -875,3 +876,19 @@ def test_seeded_init_ignores_earlier_draws_and_restores_the_global_rng():
     assert not torch.equal(next(build(8).parameters()), next(first.parameters()))
     g1, g2 = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
     assert torch.equal(next(build(g1).parameters()), next(build(g2).parameters()))
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_radius_between_two_sets_equals_brute_force(d):
+    """Every query's points within r, batched by graph, sorted by query then point, as the all-pairs search finds."""
+    g = torch.Generator().manual_seed(d)
+    x, y = torch.rand(300, d, generator=g) * 6, torch.rand(80, d, generator=g) * 6
+    x[:10] = torch.round(x[:10] / 0.5) * 0.5  # points exactly on multiples of r
+    batch_x, batch_y = torch.randint(0, 3, (300,), generator=g), torch.randint(0, 3, (80,), generator=g)
+    got = radius(x, y, 0.5, batch_x=batch_x, batch_y=batch_y)
+    exact = torch.cdist(y, x, compute_mode="donot_use_mm_for_euclid_dist")
+    within = (exact <= 0.5) & (batch_y[:, None] == batch_x[None, :])
+    assert torch.equal(got, within.nonzero().T)
+    assert radius(x, y[:0], 0.5).shape == (2, 0)
+    with pytest.raises(ValueError, match="x, y"):
+        radius(x, torch.rand(4, d + 1), 0.5)

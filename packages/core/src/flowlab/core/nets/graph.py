@@ -23,7 +23,7 @@ import torch
 
 from flowlab.core.validation import check_choice, check_tensor
 
-__all__ = ["knn_graph", "radius_graph"]
+__all__ = ["knn_graph", "radius", "radius_graph"]
 
 _BLOCK_PAIRS = 1 << 22
 _METHODS = ("auto", "grid", "dense")
@@ -156,13 +156,21 @@ def _neighbour_ranges(key: torch.Tensor, extents: list[int]) -> tuple[torch.Tens
     (3^(D-1) rows, consecutive in the last dimension), the first sorted position and node count: (N, 3^(D-1)).
     """
     sorted_key, order = torch.sort(key, stable=True)
+    return order, *_query_ranges(sorted_key, sorted_key, extents)
+
+
+def _query_ranges(
+    sorted_key: torch.Tensor, query_key: torch.Tensor, extents: list[int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per query key (Q,) and per row of 3 adjacent cells (3^(D-1) rows), the first position in `sorted_key` and
+    the number of points there: (Q, 3^(D-1)) each."""
     strides = [math.prod(extents[d + 1 :]) for d in range(len(extents))]
     shifts = itertools.product((-1, 0, 1), repeat=len(extents) - 1)
-    deltas = torch.tensor([sum(o * stride for o, stride in zip(shift, strides)) for shift in shifts], device=key.device)
-    centre = sorted_key[:, None] + deltas
+    deltas = torch.tensor([sum(o * stride for o, stride in zip(shift, strides)) for shift in shifts],
+                          device=query_key.device)  # fmt: skip
+    centre = query_key[:, None] + deltas
     start = torch.searchsorted(sorted_key, centre - 1)
-    count = torch.searchsorted(sorted_key, centre + 1, right=True) - start
-    return order, start, count
+    return start, torch.searchsorted(sorted_key, centre + 1, right=True) - start
 
 
 def _candidates(
@@ -236,6 +244,47 @@ def _grid_or_none(
             f"side r = {r!r}; use method='dense' or 'auto'"
         )
     return grid
+
+
+@torch.no_grad()
+def radius(
+    x: torch.Tensor,
+    y: torch.Tensor,
+    r: float,
+    *,
+    batch_x: torch.Tensor | None = None,
+    batch_y: torch.Tensor | None = None,
+    block_pairs: int = _BLOCK_PAIRS,
+) -> torch.Tensor:
+    """For each query y_i, the points x_j of the same graph with |x_j - y_i| <= r (PyG's `radius`).
+
+    x: (N, D) points, y: (Q, D) queries (1 <= D <= 3), batch_x: (N,), batch_y: (Q,) graph ids -> (2, E) long, row 0
+    the query i, row 1 the point j, sorted by query then point. A cell list over both sets (cells of side about r):
+    time about linear in N + Q at a fixed density, e.g. pedestrians (queries) against a scene's static cells.
+    """
+    batch_x = _check_inputs(x, batch_x, block_pairs)
+    batch_y = _check_inputs(y, batch_y, block_pairs)
+    if x.shape[1] != y.shape[1] or x.shape[1] not in _GRID_DIMS:
+        raise ValueError(f"x, y: expected points of one dimension D in 1..3, got {x.shape[1]} and {y.shape[1]}")
+    if not (isinstance(r, (int, float)) and math.isfinite(r) and r > 0):
+        raise ValueError(f"r: expected a finite positive radius, got {r!r}")
+    n = x.shape[0]
+    if not n or not y.shape[0]:
+        return torch.empty(2, 0, dtype=torch.long, device=x.device)
+    grid = _cell_keys(torch.cat([x, y.to(x.dtype)]), torch.cat([batch_x, batch_y]), r)
+    if grid is None:
+        raise ValueError(f"x, y: the points span too many cells of side r = {r!r} for int64 cell keys")
+    key, extents = grid
+    sorted_key, order = torch.sort(key[:n], stable=True)
+    start, count = _query_ranges(sorted_key, key[n:], extents)
+    dtype = _distance_dtype(x)
+    sorted_x, queries = x.to(dtype)[order], y.to(dtype)
+    sources, targets = [], []
+    for query, point in _candidates(start, count, block_pairs):
+        keep = (queries[query] - sorted_x[point]).norm(dim=-1) <= r
+        targets.append(query[keep])
+        sources.append(order[point[keep]])
+    return _edge_index(sources, targets, max(n, y.shape[0]), x.device).flip(0)
 
 
 @torch.no_grad()
