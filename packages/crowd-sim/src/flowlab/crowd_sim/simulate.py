@@ -154,14 +154,16 @@ def simulate(
     device: torch.device | str = "cpu",
     collision_threshold: float = 0.5,
     groups: torch.Tensor | None = None,
+    keep_entry_speed: bool = False,
     progress: bool = False,
 ) -> Trajectories:
     """Roll every pedestrian of `scene` forward `steps` frames from frame `start`.
 
     model: a policy (`EnvSocialDiff.policy(scene)`, `social_force_policy(...)`, `constant_velocity`) mapping a
     `StepState` to accelerations (R, P, 2). Positions are recorded at frames start..start+steps; pedestrian p is alive
-    at frame f when entry_p <= f <= exit_p. Speeds are clipped at the scene's `max_speed`, or at a pedestrian's entry
-    speed where that is higher (a recorded fast walker is never slowed by the clip). groups: (P,) long, independent
+    at frame f when entry_p <= f <= exit_p. Speeds are clipped at the scene's `max_speed` (the simulation protocol of
+    SPDiff / EnvSocial-Diff), with `keep_entry_speed` at a pedestrian's entry speed where that is higher (forecasting:
+    an observed fast walker is never slowed by the clip). groups: (P,) long, independent
     scenes batched as one block-diagonal graph (e.g. many forecasting windows): pedestrians of different groups never
     interact and their collisions are not counted (None: one group). Collision events (pairs closer than
     `collision_threshold` metres, counted once per contiguous run of frames) are counted per replica.
@@ -175,7 +177,9 @@ def simulate(
     groups = _check_groups(groups, P, device)
     dt = scene.time_unit
     init = {k: getattr(initial_states, k).to(device=device, dtype=torch.float32) for k in ("positions", "velocities")}
-    limit = init["velocities"].norm(dim=-1, keepdim=True).clamp_min(float(scene.constants.get("max_speed", 2.0)))
+    limit = torch.full((P, 1), float(scene.constants.get("max_speed", 2.0)), device=device)
+    if keep_entry_speed:
+        limit = torch.maximum(limit, init["velocities"].norm(dim=-1, keepdim=True))
     hist0 = initial_states.history.to(device=device, dtype=torch.float32)
     entry, exit_ = initial_states.entry.to(device), initial_states.exit.to(device)
     dest = destinations.to(device=device, dtype=torch.float32)

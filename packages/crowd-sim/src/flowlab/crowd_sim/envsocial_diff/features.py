@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from flowlab.core.config import Config
-from flowlab.core.nets import radius_graph
+from flowlab.core.nets import radius, radius_graph
 from flowlab.crowd_sim.geometry import closest_points_on_boxes, ego_frames, to_ego, unit
 
 __all__ = [
@@ -282,20 +282,25 @@ def _environment(p, R, env: SceneEnvironment, cfg: FeatureConfig):
 
 
 def _lighting(p, v, R, env: SceneEnvironment, cfg: FeatureConfig):
+    """The `light_topk` brightest cells within `light_radius` in each pedestrian's sight cone: tokens (N, L,
+    LIGHT_DIM) and mask (N, L), brightest first. The cells in range come from the core's `radius` (a cell list),
+    so the cost grows with the cells near the pedestrians, not with all cells of the image."""
     n = p.shape[0]
     if env.cells.shape[0] == 0:
         return p.new_zeros(n, 0, LIGHT_DIM), torch.zeros(n, 0, dtype=torch.bool)
-    rel = env.cells[None] - p[:, None]  # (N, C, 2)
-    near = rel.pow(2).sum(-1) <= cfg.light_radius**2
-    i, c = near.nonzero(as_tuple=True)  # the sight-cone test only for the few cells in range
-    seen = _sees(v[i], rel[i, c], cfg)
-    valid = torch.zeros_like(near)
-    valid[i[seen], c[seen]] = True
-    index, mask = _select(-env.brightness[None].expand(n, -1), valid, cfg.light_topk)
-    rel = torch.gather(rel, 1, index[..., None].expand(-1, -1, 2))
-    bright = env.brightness[index]
-    tokens = torch.cat([to_ego(rel, R), bright[..., None]], dim=-1)
-    return tokens * mask[..., None], mask
+    i, c = radius(env.cells, p, cfg.light_radius)
+    rel = env.cells[c] - p[i]
+    seen = _sees(v[i], rel, cfg)
+    i, c, rel = i[seen], c[seen], rel[seen]
+    rank = _rank_within(i, -env.brightness[c])
+    keep = rank < cfg.light_topk
+    i, slot, rel, c = i[keep], rank[keep], rel[keep], c[keep]
+    k = min(cfg.light_topk, env.cells.shape[0])
+    tokens = p.new_zeros(n, k, LIGHT_DIM)
+    tokens[i, slot] = torch.cat([to_ego(rel, R[i]), env.brightness[c][:, None]], dim=-1)
+    mask = torch.zeros(n, k, dtype=torch.bool, device=p.device)
+    mask[i, slot] = True
+    return tokens, mask
 
 
 def step_inputs(

@@ -135,7 +135,7 @@ def _forecast(scene, history, k, model, destinations, groups, horizon, lookahead
         destinations = forecast_goals(model, p[:, -1], v[:, -1], lookahead)
     init = InitialStates(p[:, -1], v[:, -1], hist, torch.zeros(P, dtype=torch.long), torch.full((P,), horizon))
     return simulate(scene, init, destinations, horizon, model=model, replicas=k, generator=generator, device=device,
-                    groups=groups)  # fmt: skip
+                    groups=groups, keep_entry_speed=True)  # fmt: skip
 
 
 def evaluate_prediction(

@@ -43,7 +43,7 @@ class EnvSocialBench(Config):
         "ooi",
         "no_sim",
     )
-    threads: int | None = 2
+    threads: int | None = 1
     sampler: Literal["ddpm", "ddim"] = "ddim"
     sample_steps: int | None = 10
     replicas: int = 3
@@ -109,7 +109,7 @@ class ForecastBench(Config):
     model: EnvSocialConfig = field(default_factory=lambda: SIZES["quick"])
     train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=8, batch_frames=16, finetune_steps=40))
     inits: int = 2
-    threads: int | None = 2
+    threads: int | None = 1
     sampler: Literal["ddpm", "ddim"] = "ddim"
     sample_steps: int | None = 10
     sfm_frames: int = 50

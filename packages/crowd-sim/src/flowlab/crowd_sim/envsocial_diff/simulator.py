@@ -120,7 +120,8 @@ class EnvSocialDiff:
         """Sampled residual accelerations in world coordinates: (N, 2)."""
         if sampler not in SAMPLERS:
             raise ValueError(f"sampler: expected one of {SAMPLERS}, got {sampler!r}")
-        self.denoiser.eval()
+        if self.denoiser.training:
+            self.denoiser.eval()
         cond = self.denoiser.encode(inputs)
         n = inputs.num_nodes
         x = torch.randn(n, 2, generator=generator, device=self.device)
