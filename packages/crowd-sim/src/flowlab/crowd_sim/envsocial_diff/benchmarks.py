@@ -20,7 +20,16 @@ from typing import Any
 
 import torch
 
-from flowlab.core.bench import BenchContext, BenchResult, Claim, DataMissing, Scenario, Timer, torch_threads
+from flowlab.core.bench import (
+    BenchContext,
+    BenchResult,
+    Claim,
+    DataMissing,
+    Scenario,
+    Timer,
+    parallel_map,
+    torch_threads,
+)
 from flowlab.crowd_sim.data import SPLITS, Window, load_scene
 from flowlab.crowd_sim.envsocial_diff.baselines import SocialForcePolicy, calibrate_social_force, constant_velocity
 from flowlab.crowd_sim.envsocial_diff.objective import training_frames
@@ -119,49 +128,93 @@ def _plots(ctx: BenchContext, scene, test: Window, trajs: Mapping[str, Any]) -> 
     ]
 
 
+#: per process: (scene, training windows, validation window, teacher-forcing frames) of a (case, scene) key, so that
+#: a worker computes the frames once for all the candidates it trains
+_TRAINING_DATA: dict[tuple, tuple] = {}
+
+
+def _training_data(ctx: BenchContext, scene_name: str) -> tuple:
+    """The scene, its training and validation windows and the teacher-forcing frames every ablation shares (the
+    denoiser masks what a configuration turns off), computed once per process."""
+    cfg: EnvSocialBench = ctx.config
+    key = (scene_name, str(ctx.data_root), cfg.window_frames, cfg.frame_stride, cfg.model, str(ctx.device))
+    if key not in _TRAINING_DATA:
+        scene = _load(ctx, scene_name)
+        windows = [scene.windows[n] for n in SPLITS[scene.name]["train"]]
+        probe = EnvSocialDiff(scene_config(cfg.model, "full", scene), device=ctx.device)
+        calibrate(probe, windows)
+        frames = training_frames(probe, scene, windows, stride=cfg.frame_stride)
+        _TRAINING_DATA.clear()
+        _TRAINING_DATA[key] = (scene, windows, _window(scene, "val"), frames)
+    return _TRAINING_DATA[key]
+
+
+def _candidate(ctx: BenchContext, scene_name: str, ablation: str, seed: int) -> dict:
+    """One initialisation of one ablation, trained and scored by its validation-window MAE (a `parallel_map` job:
+    seeded by `seed` alone, so the result does not depend on the process that runs it)."""
+    cfg: EnvSocialBench = ctx.config
+    with torch_threads(cfg.threads):
+        scene, windows, val, frames = _training_data(ctx, scene_name)
+        with Timer(ctx.device) as tm:
+            model, score = train_best_of(
+                lambda: EnvSocialDiff(scene_config(cfg.model, ablation, scene), device=ctx.device),
+                scene,
+                windows,
+                val,
+                cfg.train,
+                seeds=[seed],
+                frames=frames,
+                sampler=cfg.sampler,
+                sample_steps=cfg.sample_steps,
+                progress=False,
+            )
+    state = {k: v.cpu() for k, v in model.denoiser.state_dict().items()}
+    return {"state": state, "scale": model.scale, "val_mae": score[0], "seconds": tm.seconds}
+
+
+def _train_ablations(ctx: BenchContext, scene, ablations: list[str]) -> dict[str, tuple]:
+    """Every ablation's best of `inits` initialisations by validation-window MAE: {ablation: (model, metrics)}.
+    The candidates train in `workers` processes (one torch thread each); the initialisation seeds do not depend on
+    the order or the process."""
+    cfg: EnvSocialBench = ctx.config
+    jobs = [(a, ctx.seed * 1000 + 10 * i + j) for i, a in enumerate(ablations) for j in range(cfg.inits)]
+    names, seeds = [a for a, _ in jobs], [s for _, s in jobs]
+    results = parallel_map(_candidate, [replace(ctx, generator=None)] * len(jobs), [scene.name] * len(jobs), names,
+                           seeds, workers=cfg.workers)  # fmt: skip
+    out = {}
+    for ablation in ablations:
+        mine = [r for name, r in zip(names, results, strict=True) if name == ablation]
+        best = min(mine, key=lambda r: r["val_mae"])
+        model = EnvSocialDiff(scene_config(cfg.model, ablation, scene), device=ctx.device)
+        model.denoiser.load_state_dict(best["state"])
+        model.denoiser.eval()
+        model.scale = best["scale"]
+        scores = [r["val_mae"] for r in mine]
+        out[ablation] = (model, {"train_seconds": sum(r["seconds"] for r in mine), "val_mae_selected": min(scores),
+                                 "val_mae_worst": max(scores)})  # fmt: skip
+    return out
+
+
 def _run(ctx: BenchContext, scene_name: str) -> BenchResult:
     cfg: EnvSocialBench = ctx.config
     scene = _load(ctx, scene_name)
+    ablations = ["full", "spdiff", *(a for a in cfg.ablations if scene.image is not None or a != "lighting")]
+    with Timer(ctx.device) as tm:
+        trained = _train_ablations(ctx, scene, ablations)
     with torch_threads(cfg.threads):
         test = _window(scene, "test")
         train_windows = [scene.windows[n] for n in SPLITS[scene.name]["train"]]
         dest_force = DestinationForce()
         sfm_params, _ = calibrate_social_force(scene, train_windows[0], dest_force, frames=cfg.sfm_frames)
         sfm = SocialForcePolicy(scene, sfm_params, dest_force)
-        val = _window(scene, "val")
-        # one set of training inputs serves every ablation (the denoiser masks what a configuration turns off)
-        probe = EnvSocialDiff(scene_config(cfg.model, "full", scene), destination_force=dest_force, device=ctx.device)
-        calibrate(probe, train_windows)
-        frames = training_frames(probe, scene, train_windows, stride=cfg.frame_stride)
-        ablations = ["full", "spdiff", *(a for a in cfg.ablations if scene.image is not None or a != "lighting")]
         metrics, trajs, models = {}, {}, {}
         for i, ablation in enumerate(ablations):
-            # initialisation seeds independent of run order; the best of `inits` by validation-window MAE is kept
-            seeds = [ctx.seed * 1000 + 10 * i + j for j in range(cfg.inits)]
-            with Timer(ctx.device) as tm:
-                model, val_mae = train_best_of(
-                    lambda ab=ablation: EnvSocialDiff(
-                        scene_config(cfg.model, ab, scene), destination_force=dest_force, device=ctx.device
-                    ),
-                    scene,
-                    train_windows,
-                    val,
-                    cfg.train,
-                    seeds=seeds,
-                    frames=frames,
-                    sampler=cfg.sampler,
-                    sample_steps=cfg.sample_steps,
-                    progress=False,
-                )
+            model, training = trained[ablation]
             policy = model.policy(scene, sampler=cfg.sampler, sample_steps=cfg.sample_steps)
             traj = _simulate(scene, test, policy, ctx, cfg.replicas, 100 + i)
-            metrics[ablation] = {
-                **_rollout_metrics(traj, test),
-                "train_seconds": tm.seconds,
-                "val_mae_selected": min(val_mae),
-                "val_mae_worst": max(val_mae),
-            }
+            metrics[ablation] = {**_rollout_metrics(traj, test), **training}
             trajs[ablation], models[ablation] = traj, model
+        metrics["full"]["train_wall_seconds"] = tm.seconds
         for label, policy in (("SFM", sfm), ("ConstantVelocity", constant_velocity)):
             trajs[label] = _simulate(scene, test, policy, ctx, 1, 200)
             metrics[label] = _rollout_metrics(trajs[label], test)

@@ -28,8 +28,10 @@ class EnvSocialBench(Config):
     from its ablation and its categories and neighbourhoods from the scene, `simulator.scene_config`); `train`: every
     variant's training; `inits`: initialisations per variant, the best validation-window rollout kept;
     `ablations`: trained beside the full and SPDiff-like models ("lighting" only where the scene has an image);
-    `threads`: torch threads (None: leave as is); `sampler`, `sample_steps`: rollout sampling; `replicas`: sampler
-    seeds per rollout; `frame_stride`: teacher-forced frames; `sfm_frames`: frames of the SFM (A, B) sweep;
+    `threads`: torch threads (None: leave as is); `workers`: processes training the candidates (ablation x
+    initialisation) side by side, one torch thread each (capped by the CPU cores); `sampler`, `sample_steps`: rollout
+    sampling; `replicas`: sampler seeds per rollout; `frame_stride`: teacher-forced frames; `sfm_frames`: frames
+    of the SFM (A, B) sweep;
     `pred_k`, `pred_stride`, `pred_frame_step`: prediction-mode samples, start-frame stride and frames between
     scored positions; `speed_*`: the synthetic speed test; `window_frames`: only the windows the scenario uses, each
     cut to its first frames (`Window.subset`; None: every window whole, as quick and full)."""
@@ -44,6 +46,7 @@ class EnvSocialBench(Config):
         "no_sim",
     )
     threads: int | None = 1
+    workers: int = 1
     sampler: Literal["ddpm", "ddim"] = "ddim"
     sample_steps: int | None = 10
     replicas: int = 3
@@ -64,6 +67,7 @@ QUICK = replace(
     train=replace(FULL.train, finetune_steps=40),
     inits=2,
     ablations=("no_env",),
+    workers=2,
 )
 
 #: toy size, seconds on a CPU: every window cut to 30 frames (prediction mode at the window's own rate), a tiny
@@ -87,6 +91,7 @@ SMOKE = replace(
     train=replace(QUICK.train, epochs=1, finetune_steps=2, horizon=4, finetune_graphs=1, finetune_sample_steps=2),
     inits=1,
     threads=1,
+    workers=1,
     sample_steps=2,
     replicas=1,
     sfm_frames=20,
