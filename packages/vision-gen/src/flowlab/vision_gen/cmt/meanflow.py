@@ -17,11 +17,12 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from flowlab.core.losses import meanflow_loss
 from flowlab.core.nets import DenoiserAsVelocity, EDMPreconditioner, SinusoidalEmbedding, rf_time
+from flowlab.core.nets.labels import check_labels
 from flowlab.core.solvers import sample_flow_map
 from flowlab.core.validation import expand_like
 from flowlab.vision_gen.cmt.model import PostConfig, student_network
 from flowlab.vision_gen.cmt.objective import distance, teacher_trajectories
-from flowlab.vision_gen.kit.nets import ClassDiT, check_labels
+from flowlab.vision_gen.kit.nets import ClassDiT
 from flowlab.vision_gen.kit.teachers import DigitsTeacher
 
 __all__ = [

@@ -8,10 +8,11 @@ import torch
 from torch import nn
 
 from flowlab.core.nets import DiT
+from flowlab.core.nets.labels import check_labels
 from flowlab.core.schedules import DiscreteVP
 from flowlab.core.typing import Prediction
 
-__all__ = ["ClassDiT", "DiTField", "UNetField", "check_labels", "tiny_dit", "tiny_unet"]
+__all__ = ["ClassDiT", "DiTField", "UNetField", "tiny_dit", "tiny_unet"]
 
 
 def tiny_unet(
@@ -110,17 +111,6 @@ class ClassDiT(nn.Module):
             y = torch.full((x.shape[0],), self.null_label, dtype=torch.long, device=x.device)
         check_labels(y, x.shape[0], self.num_classes, allow_null=True)
         return self.net(x=x, t=t, cond=self.labels(y))
-
-
-def check_labels(y: object, batch: int, num_classes: int, *, allow_null: bool = False) -> torch.Tensor:
-    """y: (batch,) int64 class labels in [0, num_classes) (or == num_classes, the null label, if allowed)."""
-    top = num_classes if allow_null else num_classes - 1
-    if not isinstance(y, torch.Tensor) or y.dtype != torch.long or tuple(y.shape) != (batch,):
-        got = f"{y.dtype} {tuple(y.shape)}" if isinstance(y, torch.Tensor) else type(y).__name__
-        raise ValueError(f"y: expected int64 class labels of shape ({batch},), got {got}")
-    if y.numel() and (int(y.min()) < 0 or int(y.max()) > top):
-        raise ValueError(f"y: expected labels in [0, {top}], got values in [{int(y.min())}, {int(y.max())}]")
-    return y
 
 
 class DiTField(nn.Module):

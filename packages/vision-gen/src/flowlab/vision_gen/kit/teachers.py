@@ -31,11 +31,12 @@ from flowlab.core.grids import trailing, uniform
 from flowlab.core.losses import ddpm_loss, edm_loss, flow_matching_loss
 from flowlab.core.nets import ClassifierFreeGuidance, DenoiserAsVelocity, EDMPreconditioner, VelocityAsDenoiser
 from flowlab.core.nets.family import rf_time
+from flowlab.core.nets.labels import check_labels
 from flowlab.core.paths import AffinePath
 from flowlab.core.schedules import EDM, CondOT, DiscreteVP
 from flowlab.core.solvers import edm_sample, sample_diffusion, solve_ode
 from flowlab.vision_gen.kit.data import digits_source, load_digits_images
-from flowlab.vision_gen.kit.nets import ClassDiT, DiTField, check_labels
+from flowlab.vision_gen.kit.nets import ClassDiT, DiTField
 from flowlab.vision_gen.kit.train import fit_with_ema
 
 __all__ = [
