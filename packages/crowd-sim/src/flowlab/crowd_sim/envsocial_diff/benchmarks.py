@@ -34,7 +34,7 @@ from flowlab.crowd_sim.data import SPLITS, Window, load_scene
 from flowlab.crowd_sim.envsocial_diff.baselines import SocialForcePolicy, calibrate_social_force, constant_velocity
 from flowlab.crowd_sim.envsocial_diff.objective import training_frames
 from flowlab.crowd_sim.envsocial_diff.predict import evaluate_prediction
-from flowlab.crowd_sim.envsocial_diff.settings import FULL, QUICK, SMOKE, EnvSocialBench
+from flowlab.crowd_sim.envsocial_diff.settings import FULL, QUICK, QUICK_GC, SMOKE, EnvSocialBench
 from flowlab.crowd_sim.envsocial_diff.simulator import EnvSocialDiff, scene_config
 from flowlab.crowd_sim.envsocial_diff.train import calibrate, train_best_of
 from flowlab.crowd_sim.metrics import simulation_metrics
@@ -282,19 +282,21 @@ _CLAIM = Claim(
     baseline="SFM",
 )
 
-# expected wall seconds of one seed: smoke measured on the 2-core CPU; quick its idle time there (UCY 401-534 s per
-# seed, RESULTS.md; GC took 79 min under contention); full a guess for one GPU, not measured (3 initialisations of 6
-# full-width variants, each with whole-window validation rollouts, and the per-frame graphs built step by step)
-_SECONDS = {"ucy": {"smoke": 8, "quick": 540, "full": 3600}, "gc": {"smoke": 14, "quick": 3000, "full": 5400}}
+# expected wall seconds of one seed: smoke and quick measured on the 2-core CPU (RESULTS.md); full a guess for one GPU,
+# not measured (3 initialisations of 6 full-width variants, each with whole-window validation rollouts, and the
+# per-frame graphs built step by step)
+_SECONDS = {"ucy": {"smoke": 8, "quick": 180, "full": 3600}, "gc": {"smoke": 14, "quick": 180, "full": 5400}}
 
 
-def _scenario(name: str, run, description: str, seconds: Mapping[str, float], claim: Claim | None) -> Scenario:
+def _scenario(
+    name: str, run, description: str, seconds: Mapping[str, float], claim: Claim | None, quick: EnvSocialBench
+) -> Scenario:
     return Scenario(
         name=name,
         package="crowd-sim",
         method="envsocial",
         run=run,
-        variants={"smoke": SMOKE, "quick": QUICK, "full": FULL},
+        variants={"smoke": SMOKE, "quick": quick, "full": FULL},
         directions=_DIRECTIONS,
         tags=frozenset({"crowd", "simulation", "diffusion"}),
         description=description,
@@ -312,6 +314,7 @@ SCENARIOS = (
         "no-environment ablation in the same run; prediction mode minADE20/minFDE20; 200x200 speed.",
         _SECONDS["ucy"],
         _CLAIM,
+        QUICK,
     ),
     _scenario(
         "crowd.envsocial.gc",
@@ -320,5 +323,6 @@ SCENARIOS = (
         "ablations as for UCY.",
         _SECONDS["gc"],
         None,
+        QUICK_GC,
     ),
 )
