@@ -58,9 +58,6 @@ def test_sequences_follow_social_gan_windowing():
     torch.testing.assert_close(seq.future[8], positions[11:23, 2])
     assert forecast_sequences(w, min_pedestrians=3).starts == (3, 4, 5)
     assert forecast_sequences(w, skip=2).starts == (0, 2, 4)
-    picked = seq.take(torch.tensor([5, 0]))
-    assert picked.starts == (5, 0) and picked.groups.tolist() == [0, 0, 0, 1, 1]
-    torch.testing.assert_close(picked.history[3], seq.history[0])
 
 
 def test_sequences_and_resampling_reject_what_does_not_fit(crossing):

@@ -139,6 +139,22 @@ def _policy(scene, model, baseline: str | None, sampler: str, sample_steps: int 
     return model.policy(scene, sampler=sampler, sample_steps=sample_steps)
 
 
+def _policy_options(scene_name, frame, sampler, checkpoint, baseline, sample_steps, device):
+    """(model or None, device) of the options every forecasting command shares, all checked before any data is
+    read: the scene, frame and sampler names, exactly one of --checkpoint and --baseline, the device."""
+    from flowlab.core.cli import device_option
+
+    _choice(scene_name, SCENES, "--scene", "scene")
+    _choice(frame, FRAMES, "--frame", "frame")
+    _choice(sampler, SAMPLERS, "--sampler", "sampler")
+    if (checkpoint is None) == (baseline is None):
+        raise typer.BadParameter("give exactly one of --checkpoint and --baseline", param_hint="--checkpoint")
+    if baseline is not None:
+        _choice(baseline, BASELINES, "--baseline", "baseline")
+    device = device_option(device)
+    return (None if checkpoint is None else _model(checkpoint, device, sampler, sample_steps)), device
+
+
 def _rollout_setup(
     scene_name: str,
     checkpoint: Path | None,
@@ -152,18 +168,8 @@ def _rollout_setup(
 ):
     """(scene, recorded window, policy, device) of the options `simulate` and `predict` share: every option and the
     model checked first, then the scene read with the one window."""
-    from flowlab.core.cli import device_option
-
-    _choice(scene_name, SCENES, "--scene", "scene")
-    _choice(frame, FRAMES, "--frame", "frame")
-    _choice(sampler, SAMPLERS, "--sampler", "sampler")
-    if (checkpoint is None) == (baseline is None):
-        raise typer.BadParameter("give exactly one of --checkpoint and --baseline", param_hint="--checkpoint")
-    if baseline is not None:
-        _choice(baseline, BASELINES, "--baseline", "baseline")
-    device = device_option(device)
+    model, device = _policy_options(scene_name, frame, sampler, checkpoint, baseline, sample_steps, device)
     name = _window_name(scene_name, window)
-    model = None if checkpoint is None else _model(checkpoint, device, sampler, sample_steps)
     scene = _scene(scene_name, data, frame, windows=[name])
     return scene, scene.windows[name], _policy(scene, model, baseline, sampler, sample_steps), device
 
@@ -368,18 +374,10 @@ def _forecast_cmd(scene_name, tracks, fps, annotations, checkpoint, baseline, wi
     """`predict --protocol forecast`: every sequence of the data forecast in one batched call, saved."""
     import torch
 
-    from flowlab.core.cli import device_option, option_error
+    from flowlab.core.cli import option_error
     from flowlab.crowd_sim.envsocial_diff.forecast import forecast_sequences, forecast_to_blob, sample_forecast
 
-    _choice(scene_name, SCENES, "--scene", "scene")
-    _choice(frame, FRAMES, "--frame", "frame")
-    _choice(sampler, SAMPLERS, "--sampler", "sampler")
-    if (checkpoint is None) == (baseline is None):
-        raise typer.BadParameter("give exactly one of --checkpoint and --baseline", param_hint="--checkpoint")
-    if baseline is not None:
-        _choice(baseline, BASELINES, "--baseline", "baseline")
-    device = device_option(device)
-    model = None if checkpoint is None else _model(checkpoint, device, sampler, sample_steps)
+    model, device = _policy_options(scene_name, frame, sampler, checkpoint, baseline, sample_steps, device)
     scene = _source(scene_name, tracks, fps if tracks or fps else 2.5, annotations, data, frame)
     windows = list(scene.windows.values()) if tracks else [scene.windows[_window_name(scene.name, window)]]
     try:

@@ -65,23 +65,6 @@ class ForecastSequences:
         """The number of sequences S."""
         return len(self.starts)
 
-    def take(self, sequences: torch.Tensor) -> ForecastSequences:
-        """The sequences of index `sequences` (M,) long, renumbered 0..M-1 in that order."""
-        order = torch.as_tensor(sequences, dtype=torch.long)
-        new = torch.full((self.num_sequences,), -1, dtype=torch.long)
-        new[order] = torch.arange(len(order))
-        keep = new[self.groups] >= 0
-        rows = keep.nonzero().squeeze(1)
-        rows = rows[torch.argsort(new[self.groups[rows]], stable=True)]
-        return ForecastSequences(
-            self.history[rows],
-            self.future[rows],
-            new[self.groups[rows]],
-            self.ped_ids[rows],
-            tuple(self.windows[i] for i in order.tolist()),
-            tuple(self.starts[i] for i in order.tolist()),
-        )
-
 
 def resample(window: Window, time_unit: float = PROTOCOL_TIME_UNIT) -> Window:
     """`window` at `time_unit` seconds per frame, keeping every n-th frame (n = time_unit / window.time_unit, a whole
