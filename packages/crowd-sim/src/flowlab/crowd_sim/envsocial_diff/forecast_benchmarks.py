@@ -15,7 +15,16 @@ from dataclasses import replace
 
 import torch
 
-from flowlab.core.bench import BenchContext, BenchResult, Claim, DataMissing, Scenario, Timer, torch_threads
+from flowlab.core.bench import (
+    BenchContext,
+    BenchResult,
+    Claim,
+    DataMissing,
+    Scenario,
+    Timer,
+    parallel_map,
+    torch_threads,
+)
 from flowlab.crowd_sim.data import SPLITS, load_scene
 from flowlab.crowd_sim.envsocial_diff.baselines import SocialForcePolicy, calibrate_social_force, constant_velocity
 from flowlab.crowd_sim.envsocial_diff.forecast import (
@@ -68,38 +77,68 @@ def _score(scene, sequences, policy, cfg: ForecastBench, ctx: BenchContext, k: i
             "sequences": out["sequences"], "forecast_seconds": tm.seconds}  # fmt: skip
 
 
-def _train(scene, ablation: str, cfg: ForecastBench, ctx: BenchContext, val, index: int):
-    """The best of `cfg.inits` initialisations of `ablation` by validation minADE, trained with constant-velocity
-    goals; returns it and the training seconds."""
-    config = replace(
+def _config(scene, ablation: str, cfg: ForecastBench):
+    """The model configuration of `ablation`, with the constant-velocity goals it trains and forecasts with."""
+    return replace(
         scene_config(cfg.model, ablation, scene),
         goal="constant_velocity",
         goal_lookahead=cfg.goal_lookahead,
         goal_every=cfg.horizon,
     )
-    windows = [scene.windows[n] for n in SPLITS[scene.name]["train"]]
-    probe = EnvSocialDiff(config, device=ctx.device)
-    calibrate(probe, windows)
-    frames = training_frames(probe, scene, windows)
 
-    def validate(model: EnvSocialDiff, seed: int) -> float:
-        policy = model.policy(scene, sampler=cfg.sampler, sample_steps=cfg.sample_steps)
-        gen = torch.Generator(ctx.device).manual_seed(seed)
-        return evaluate_forecast(scene, val, policy, k=cfg.k, generator=gen, device=ctx.device)["min_ade"]
 
-    with Timer(ctx.device) as tm:
-        model, scores = train_best_of(
-            lambda: EnvSocialDiff(config, device=ctx.device),
-            scene,
-            windows,
-            None,
-            cfg.train,
-            seeds=[ctx.seed * 1000 + 10 * index + j for j in range(cfg.inits)],
-            frames=frames,
-            progress=False,
-            validate=validate,
-        )
-    return model, {"train_seconds": tm.seconds, "val_min_ade_selected": min(scores)}
+def _candidate(ctx: BenchContext, ablation: str, seed: int) -> dict:
+    """One initialisation of `ablation`, trained and scored by its validation minADE (a `parallel_map` job, seeded
+    by `seed` alone)."""
+    cfg: ForecastBench = ctx.config
+    with torch_threads(cfg.threads):
+        scene = _scene(ctx, cfg)
+        val = _sequences(scene, "val", cfg)
+        config = _config(scene, ablation, cfg)
+        windows = [scene.windows[n] for n in SPLITS[scene.name]["train"]]
+        probe = EnvSocialDiff(config, device=ctx.device)
+        calibrate(probe, windows)
+        frames = training_frames(probe, scene, windows)
+
+        def validate(model: EnvSocialDiff, seed: int) -> float:
+            policy = model.policy(scene, sampler=cfg.sampler, sample_steps=cfg.sample_steps)
+            gen = torch.Generator(ctx.device).manual_seed(seed)
+            return evaluate_forecast(scene, val, policy, k=cfg.k, generator=gen, device=ctx.device)["min_ade"]
+
+        with Timer(ctx.device) as tm:
+            model, scores = train_best_of(
+                lambda: EnvSocialDiff(config, device=ctx.device),
+                scene,
+                windows,
+                None,
+                cfg.train,
+                seeds=[seed],
+                frames=frames,
+                progress=False,
+                validate=validate,
+            )
+    state = {k: v.cpu() for k, v in model.denoiser.state_dict().items()}
+    return {"state": state, "scale": model.scale, "val": scores[0], "seconds": tm.seconds}
+
+
+def _train(ctx: BenchContext, scene, ablations: tuple[str, ...]) -> dict[str, tuple]:
+    """Each ablation's best of `inits` initialisations by validation minADE: {ablation: (model, metrics)}; the
+    candidates train in `workers` processes."""
+    cfg: ForecastBench = ctx.config
+    jobs = [(a, ctx.seed * 1000 + 10 * i + j) for i, a in enumerate(ablations) for j in range(cfg.inits)]
+    names, seeds = [a for a, _ in jobs], [s for _, s in jobs]
+    results = parallel_map(_candidate, [replace(ctx, generator=None)] * len(jobs), names, seeds, workers=cfg.workers)
+    out = {}
+    for ablation in ablations:
+        mine = [r for name, r in zip(names, results, strict=True) if name == ablation]
+        best = min(mine, key=lambda r: r["val"])
+        model = EnvSocialDiff(_config(scene, ablation, cfg), device=ctx.device)
+        model.denoiser.load_state_dict(best["state"])
+        model.denoiser.eval()
+        model.scale = best["scale"]
+        metrics = {"train_seconds": sum(r["seconds"] for r in mine), "val_min_ade_selected": best["val"]}
+        out[ablation] = (model, metrics)
+    return out
 
 
 def _step_cost(scene, policy, n: int, steps: int, ctx: BenchContext) -> float:
@@ -131,15 +170,16 @@ def _run(ctx: BenchContext) -> BenchResult:
     cfg: ForecastBench = ctx.config
     scene = _scene(ctx, cfg)
     with torch_threads(cfg.threads):
-        val, test = _sequences(scene, "val", cfg), _sequences(scene, "test", cfg)
+        test = _sequences(scene, "test", cfg)
         dest_force = DestinationForce()
         train_window = scene.windows[SPLITS[scene.name]["train"][0]]
         frames = min(cfg.sfm_frames, train_window.num_frames - 1)
         sfm_params, _ = calibrate_social_force(scene, train_window, dest_force, frames=frames)
         sfm = SocialForcePolicy(scene, sfm_params, dest_force)
         metrics, policies = {}, {}
+        trained = _train(ctx, scene, ("full", "spdiff"))
         for i, ablation in enumerate(("full", "spdiff")):
-            model, training = _train(scene, ablation, cfg, ctx, val, i)
+            model, training = trained[ablation]
             policies[ablation] = model.policy(scene, sampler=cfg.sampler, sample_steps=cfg.sample_steps)
             metrics[ablation] = {**_score(scene, test, policies[ablation], cfg, ctx, cfg.k, 100 + i), **training}
         for label, policy in (("SFM", sfm), ("ConstantVelocity", constant_velocity)):

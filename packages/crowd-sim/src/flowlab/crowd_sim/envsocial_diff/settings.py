@@ -109,8 +109,8 @@ SMOKE = replace(
 
 @dataclass(frozen=True)
 class ForecastBench(Config):
-    """Settings of the forecasting case (`forecast` protocol on UCY at 2.5 fps). `model`, `train`, `inits`,
-    `threads`, `sampler`, `sample_steps`, `sfm_frames`, `window_frames` as in `EnvSocialBench` (window_frames cut at
+    """Settings of the forecasting case (`forecast` protocol on UCY at 2.5 fps). `model`, `train`, `inits`, `threads`,
+    `workers`, `sampler`, `sample_steps`, `sfm_frames`, `window_frames` as in `EnvSocialBench` (window_frames cut at
     the recorded rate, before resampling); `goal_lookahead`: seconds ahead of the constant-velocity goals both models
     train and forecast with; `k`, `observe`, `horizon`, `skip`: the protocol (samples, frames, sequence stride);
     `cost_pedestrians`, `cost_steps`: the per-step simulation cost on a synthetic plaza at 0.05 pedestrians / m^2.
@@ -121,6 +121,7 @@ class ForecastBench(Config):
     train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=40, batch_frames=16, finetune_steps=40))
     inits: int = 2
     threads: int | None = 1
+    workers: int = 2
     sampler: Literal["ddpm", "ddim"] = "ddim"
     sample_steps: int | None = 10
     sfm_frames: int = 50
@@ -144,6 +145,7 @@ FORECAST_SMOKE = replace(
     train=SMOKE.train,
     inits=1,
     threads=1,
+    workers=1,
     sample_steps=2,
     sfm_frames=10,
     window_frames=200,
