@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from flowlab.crowd_sim.benchmarks import SCENARIOS
-from flowlab.crowd_sim.envsocial_diff.forecast_benchmarks import FORECAST
+from flowlab.crowd_sim.envsocial_diff.benchmarks import FORECAST
 from flowlab.crowd_sim.envsocial_diff.model import SIZES
 from flowlab.crowd_sim.envsocial_diff.settings import (
     FORECAST_FULL,
