@@ -1,12 +1,13 @@
 """Command groups of flowlab.vision_gen: `flowlab watermark` (the watermark family: Spherical Watermark with its
 baselines Gaussian Shading and Tree-Ring: keygen, embed, extract, generate, invert, attack, detect, evaluate) and
-`flowlab vision` (the other methods' groups: `piflow`, `sfbd`, `cmt`, `sr`, and `upscale`)."""
+`flowlab vision` (the other methods' groups: `piflow`, `sfbd`, `cmt`, `sr`, `promoe`, and `upscale`)."""
 
 import typer
 
 from flowlab.vision_gen.cmt import cli as cmt
 from flowlab.vision_gen.gendr_pix import cli as gendr_pix
 from flowlab.vision_gen.pi_flow import cli as pi_flow
+from flowlab.vision_gen.promoe import cli as promoe
 from flowlab.vision_gen.sfbd_omni import cli as sfbd
 from flowlab.vision_gen.watermark import cli as watermark
 
@@ -16,12 +17,13 @@ app = typer.Typer(
 )
 app.registered_commands += watermark.app.registered_commands
 
-vision = typer.Typer(help="Vision generation methods: pi-Flow, SFBD-OMNI, CMT, GenDR-Pix super-resolution.",
+vision = typer.Typer(help="Vision generation methods: pi-Flow, SFBD-OMNI, CMT, GenDR-Pix super-resolution, ProMoE.",
                      no_args_is_help=True)  # fmt: skip
 vision.add_typer(pi_flow.app, name="piflow")
 vision.add_typer(sfbd.app, name="sfbd")
 vision.add_typer(cmt.app, name="cmt")
 vision.add_typer(gendr_pix.app, name="sr")
+vision.add_typer(promoe.app, name="promoe")
 vision.command("upscale")(gendr_pix.upscale)
 
 __all__ = ["app", "vision"]

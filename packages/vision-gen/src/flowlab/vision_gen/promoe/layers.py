@@ -1,0 +1,141 @@
+"""The MoE block MLPs, each a core `ContextMLP` (x: (B, N, dim) and the block's `TokenContext` -> `MLPOutput`):
+
+- `ProMoEMLP`: a shared expert on every token plus one routed expert chosen by `PrototypeRouter` (null-label
+  tokens to the unconditional expert), with the routing contrastive loss;
+- `TokenChoiceMoE`: a shared expert plus the top-1 expert of a linear softmax router, with a load-balancing loss;
+- `ExpertChoiceMoE`: a shared expert plus experts that each pick their top-C tokens of the batch.
+
+Widths: with the dense MLP's hidden width H, the shared expert and every routed expert have H / 2, so a token's
+activated matmul FLOPs (shared + one expert; on average for expert choice) equal the dense MLP's, 4 dim H per
+token; the router adds 2 dim E. Each layer reports `stats`: `dispatch` (B, N, E) bool, which of the bank's experts
+processed each token, `tokens_per_expert` (E,) and `routed` (E,) bool, the experts a router chooses (False: the
+unconditional expert).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from flowlab.core.nets.dit import ContextMLP, MLPOutput, TokenContext, dense_mlp
+from flowlab.vision_gen.promoe.experts import ExpertBank, dispatch_top1, positive_int
+from flowlab.vision_gen.promoe.losses import load_balancing_loss, routing_contrastive_loss
+from flowlab.vision_gen.promoe.routing import LinearRouter, PrototypeRouter
+
+__all__ = ["ExpertChoiceMoE", "ProMoEMLP", "TokenChoiceMoE"]
+
+
+def _flat(x: torch.Tensor, width: int) -> torch.Tensor:
+    if x.dim() != 3 or x.shape[-1] != width:
+        raise ValueError(f"x: expected shape (B, N, {width}), got {tuple(x.shape)}")
+    return x.reshape(-1, width)
+
+
+def _stats(expert: torch.Tensor, shape: torch.Size, routed: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The routing statistics of a top-1 layer: expert (T,) -> dispatch (B, N, E), tokens per expert, routed."""
+    dispatch = nn.functional.one_hot(expert, routed.shape[0]).bool().reshape(*shape[:2], -1)
+    return {"dispatch": dispatch, "tokens_per_expert": dispatch.flatten(0, 1).sum(0), "routed": routed}
+
+
+class ProMoEMLP(ContextMLP):
+    """ProMoE's MLP: shared(x) + g * E_{j*}(x). `num_routed` prototype experts of width `hidden` plus (with
+    `conditional`) one unconditional expert that takes every null-label token, and a shared expert of width
+    `hidden`. The routing contrastive loss over the prototype-routed tokens is returned as `rcl` (times
+    `rcl_weight`; absent when it is 0). `activation` is the router's (identity, softmax, sigmoid)."""
+
+    def __init__(
+        self,
+        dim: int,
+        hidden: int,
+        *,
+        num_routed: int,
+        activation: str = "identity",
+        conditional: bool = True,
+        rcl_weight: float = 1.0,
+        rcl_tau: float = 0.07,
+    ) -> None:
+        super().__init__()
+        if not (isinstance(rcl_weight, int | float) and rcl_weight >= 0):
+            raise ValueError(f"rcl_weight: expected a number >= 0, got {rcl_weight!r}")
+        self.dim = positive_int(dim, "dim")
+        self.router = PrototypeRouter(dim, num_routed, activation=activation, conditional=conditional)
+        self.experts = ExpertBank(num_routed + int(conditional), dim, hidden)
+        self.shared = dense_mlp(dim, hidden)
+        self.rcl_weight, self.rcl_tau = float(rcl_weight), float(rcl_tau)
+        self.register_buffer("routed", torch.arange(self.experts.num_experts) < num_routed, persistent=False)
+
+    def forward(self, x: torch.Tensor, *, context: TokenContext) -> MLPOutput:
+        """x: (B, N, dim) -> `MLPOutput`; context.labels (B,) and context.null_label are required."""
+        if context.labels is None or context.null_label is None:
+            raise ValueError("context: ProMoE routes on class labels; build the DiT with num_classes > 0")
+        flat = _flat(x, self.dim)
+        is_null = (context.labels == context.null_label)[:, None].expand(x.shape[:2]).reshape(-1)
+        decision = self.router(flat, is_null)
+        out = self.shared(flat) + dispatch_top1(self.experts, flat, decision.expert, decision.gate)
+        aux = {}
+        if self.rcl_weight:
+            assignments = decision.expert.masked_fill(is_null, -1) if self.router.conditional else decision.expert
+            rcl = routing_contrastive_loss(flat, assignments, self.router.prototypes, tau=self.rcl_tau)
+            aux["rcl"] = self.rcl_weight * rcl
+        return MLPOutput(out.reshape(x.shape), aux, _stats(decision.expert, x.shape, self.routed))
+
+
+class TokenChoiceMoE(ContextMLP):
+    """The token-choice baseline: shared(x) + p_{j*} E_{j*}(x) with j* the top-1 of a linear softmax router over
+    `num_experts` experts of width `hidden` (and a shared expert of width `hidden`), the Switch load-balancing
+    loss as `load_balance` (times `lb_weight`; absent when it is 0). Labels play no part."""
+
+    def __init__(self, dim: int, hidden: int, *, num_experts: int, lb_weight: float = 0.01) -> None:
+        super().__init__()
+        if not (isinstance(lb_weight, int | float) and lb_weight >= 0):
+            raise ValueError(f"lb_weight: expected a number >= 0, got {lb_weight!r}")
+        self.dim = positive_int(dim, "dim")
+        self.router = LinearRouter(dim, num_experts)
+        self.experts = ExpertBank(num_experts, dim, hidden)
+        self.shared = dense_mlp(dim, hidden)
+        self.lb_weight = float(lb_weight)
+        self.register_buffer("routed", torch.ones(num_experts, dtype=torch.bool), persistent=False)
+
+    def forward(self, x: torch.Tensor, *, context: TokenContext) -> MLPOutput:
+        """x: (B, N, dim) -> `MLPOutput`."""
+        flat = _flat(x, self.dim)
+        decision = self.router(flat)
+        out = self.shared(flat) + dispatch_top1(self.experts, flat, decision.expert, decision.gate)
+        aux = {}
+        if self.lb_weight:
+            aux["load_balance"] = self.lb_weight * load_balancing_loss(decision.scores, decision.expert)
+        return MLPOutput(out.reshape(x.shape), aux, _stats(decision.expert, x.shape, self.routed))
+
+
+class ExpertChoiceMoE(ContextMLP):
+    """The expert-choice baseline (Zhou et al. 2022): router probabilities s = softmax(x W) over `num_experts`;
+    each expert takes the C = ceil(capacity_factor T / E) tokens of the whole batch (T = B N) with its highest
+    score and weights its output by that score; plus a shared expert of width `hidden`. A token may be taken by
+    several experts or by none (then only the shared expert sees it)."""
+
+    def __init__(self, dim: int, hidden: int, *, num_experts: int, capacity_factor: float = 1.0) -> None:
+        super().__init__()
+        if not (isinstance(capacity_factor, int | float) and capacity_factor > 0):
+            raise ValueError(f"capacity_factor: expected a positive number, got {capacity_factor!r}")
+        self.dim = positive_int(dim, "dim")
+        self.router = LinearRouter(dim, num_experts)
+        self.experts = ExpertBank(num_experts, dim, hidden)
+        self.shared = dense_mlp(dim, hidden)
+        self.capacity_factor = float(capacity_factor)
+        self.register_buffer("routed", torch.ones(num_experts, dtype=torch.bool), persistent=False)
+
+    def forward(self, x: torch.Tensor, *, context: TokenContext) -> MLPOutput:
+        """x: (B, N, dim) -> `MLPOutput`."""
+        flat = _flat(x, self.dim)
+        t, e = flat.shape[0], self.experts.num_experts
+        scores = self.router(flat).scores  # (T, E)
+        capacity = min(t, math.ceil(self.capacity_factor * t / e))
+        gate, index = scores.T.topk(capacity, dim=-1)  # (E, C) each
+        picked = self.experts(flat[index]) * gate[..., None].to(flat.dtype)
+        out = self.shared(flat).index_add(0, index.reshape(-1), picked.reshape(-1, self.dim))
+        dispatch = torch.zeros(e, t, dtype=torch.bool, device=x.device).scatter(1, index, True).T
+        stats = {"dispatch": dispatch.reshape(*x.shape[:2], e), "tokens_per_expert": dispatch.sum(0),
+                 "routed": self.routed}  # fmt: skip
+        return MLPOutput(out.reshape(x.shape), {}, stats)
