@@ -16,7 +16,6 @@ __all__ = [
     "FORECAST_SMOKE",
     "FULL",
     "QUICK",
-    "QUICK_GC",
     "SMOKE",
     "EnvSocialBench",
     "ForecastBench",
@@ -70,9 +69,6 @@ QUICK = replace(
     ablations=("no_env",),
     workers=2,
 )
-#: GC's quick variant: 5 teacher epochs over its 3 training windows (700 steps of 16 frames), as many steps as
-#: UCY's 8 epochs over 2 windows (672), so that both quick cases fit their 3-minute budget
-QUICK_GC = replace(QUICK, train=replace(QUICK.train, epochs=5))
 
 #: toy size, seconds on a CPU: every window cut to 30 frames (prediction mode at the window's own rate), a tiny
 #: network trained for one pass and two rollout steps, one initialisation, DDIM with 2 steps on one thread; it checks

@@ -31,7 +31,7 @@ from flowlab.crowd_sim.data import SPLITS, Window
 from flowlab.crowd_sim.envsocial_diff.baselines import SocialForcePolicy, calibrate_social_force, constant_velocity
 from flowlab.crowd_sim.envsocial_diff.benchmarks.candidates import case_window, load_case_scene, train_ablations
 from flowlab.crowd_sim.envsocial_diff.predict import evaluate_prediction
-from flowlab.crowd_sim.envsocial_diff.settings import FULL, QUICK, QUICK_GC, SMOKE, EnvSocialBench
+from flowlab.crowd_sim.envsocial_diff.settings import FULL, QUICK, SMOKE, EnvSocialBench
 from flowlab.crowd_sim.envsocial_diff.simulator import EnvSocialDiff
 from flowlab.crowd_sim.metrics import simulation_metrics
 from flowlab.crowd_sim.physics import DestinationForce
@@ -198,7 +198,7 @@ _CLAIM = Claim(
 # expected wall seconds of one seed: smoke and quick measured on the 2-core CPU (RESULTS.md); full a guess for one GPU,
 # not measured (3 initialisations of 6 full-width variants, each with whole-window validation rollouts, and the
 # per-frame graphs built step by step)
-_SECONDS = {"ucy": {"smoke": 8, "quick": 180, "full": 3600}, "gc": {"smoke": 14, "quick": 180, "full": 5400}}
+_SECONDS = {"ucy": {"smoke": 8, "quick": 180, "full": 3600}, "gc": {"smoke": 14, "quick": 300, "full": 5400}}
 
 
 def _scenario(
@@ -236,6 +236,6 @@ SIMULATION = (
         "ablations as for UCY.",
         _SECONDS["gc"],
         None,
-        QUICK_GC,
+        QUICK,
     ),
 )
