@@ -34,14 +34,7 @@ from flowlab.core.nets import (
 from flowlab.core.nets.dit import _unpatchify
 from flowlab.core.nets.unet import _ResBlock
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny convolutions run far faster single-threaded on a shared, oversubscribed CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # the core plugin's: tiny networks run fastest on one thread
 
 
 def _gen(seed: int = 0) -> torch.Generator:

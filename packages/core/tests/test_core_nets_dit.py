@@ -20,13 +20,7 @@ from flowlab.core.nets import (
     drop_labels,
 )
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # the core plugin's: tiny networks run fastest on one thread
 
 
 def _gen(seed: int = 0) -> torch.Generator:

@@ -25,6 +25,7 @@ __all__ = [
     "OVERWRITE_HELP",
     "RESUME_HELP",
     "SEEDS",
+    "choice_option",
     "claim_run_option",
     "device_option",
     "input_error_line",
@@ -34,6 +35,14 @@ __all__ = [
     "option_error",
     "positive_ints_option",
 ]
+
+
+def choice_option(value: str, choices: tuple[str, ...], option: str, what: str = "value") -> str:
+    """`value` if it is one of `choices`, else a usage error against `option` naming the bad `what` and the choices."""
+    if value not in choices:
+        expected = f"{', '.join(choices[:-1])} or {choices[-1]}" if len(choices) > 1 else choices[0]
+        raise typer.BadParameter(f"unknown {what} {value!r}; expected {expected}", param_hint=option)
+    return value
 
 
 def device_option(device: str, option: str = "--device") -> torch.device:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP, SEEDS, json_text, positive_ints_option
+from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP, SEEDS, choice_option, json_text, positive_ints_option
 
 if TYPE_CHECKING:
     import torch
@@ -199,12 +199,6 @@ def _suffix(path: Path, suffixes: tuple[str, ...], option: str) -> None:
         raise typer.BadParameter(f"expected a {' or '.join(suffixes)} file, got {path.name!r}", param_hint=option)
 
 
-def _choice(value: str, choices: tuple[str, ...], option: str) -> None:
-    """Refuse an option value that is not one of `choices`."""
-    if value not in choices:
-        raise typer.BadParameter(f"expected one of {choices}, got {value!r}", param_hint=option)
-
-
 def _check_sample_outputs(manifold: Manifold, coords: str, plot: Path | None) -> None:
     """Refuse, before sampling, lat/lon coordinates off S² and a plot of a manifold without a chart."""
     from flowlab.core.gfm.plot import chart
@@ -259,10 +253,10 @@ def sample_cmd(
     from flowlab.core.gfm.sample import SAMPLERS, sample
 
     _suffix(out, (".pt", ".csv"), "--out")
-    _choice(coords, COORDS, "--coords")
+    choice_option(coords, COORDS, "--coords")
     if plot is not None:
         _suffix(plot, (".png",), "--plot")
-    _choice(sampler, SAMPLERS, "--sampler")
+    choice_option(sampler, SAMPLERS, "--sampler")
     resolved = device_option(device)
     fm, _, ds = _load_run(run)
     _check_sample_outputs(ds.manifold, coords, plot)
@@ -297,7 +291,7 @@ def evaluate(
     from flowlab.core.gfm.sample import SAMPLERS
 
     nfes = positive_ints_option(nfe, "--nfe")
-    _choice(sampler, SAMPLERS, "--sampler")
+    choice_option(sampler, SAMPLERS, "--sampler")
     fm, meta, ds = _load_run(run)
     reference = ds.test[:MAX_REFERENCE]
     h = reference_bandwidth(reference, manifold=ds.manifold)

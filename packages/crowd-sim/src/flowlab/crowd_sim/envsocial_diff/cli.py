@@ -14,7 +14,7 @@ from pathlib import Path
 
 import typer
 
-from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP, SEEDS, json_text
+from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP, SEEDS, choice_option, json_text
 from flowlab.crowd_sim.envsocial_diff.names import ABLATIONS, GOALS, SAMPLERS
 from flowlab.crowd_sim.names import FRAMES, SCENES
 
@@ -30,12 +30,6 @@ GOAL_HELP = (
     "recorded (walk to each track's last point) | constant_velocity (goals 8 s ahead of the last observed velocity: "
     "what forecasting without known destinations gives, so train with it to forecast)"
 )
-
-
-def _choice(value: str, choices: tuple[str, ...], option: str, what: str) -> None:
-    if value not in choices:
-        expected = f"{', '.join(choices[:-1])} or {choices[-1]}" if len(choices) > 1 else choices[0]
-        raise typer.BadParameter(f"unknown {what} {value!r}; expected {expected}", param_hint=option)
 
 
 def _window_name(scene: str, name: str) -> str:
@@ -144,13 +138,13 @@ def _policy_options(scene_name, frame, sampler, checkpoint, baseline, sample_ste
     read: the scene, frame and sampler names, exactly one of --checkpoint and --baseline, the device."""
     from flowlab.core.cli import device_option
 
-    _choice(scene_name, SCENES, "--scene", "scene")
-    _choice(frame, FRAMES, "--frame", "frame")
-    _choice(sampler, SAMPLERS, "--sampler", "sampler")
+    choice_option(scene_name, SCENES, "--scene", "scene")
+    choice_option(frame, FRAMES, "--frame", "frame")
+    choice_option(sampler, SAMPLERS, "--sampler", "sampler")
     if (checkpoint is None) == (baseline is None):
         raise typer.BadParameter("give exactly one of --checkpoint and --baseline", param_hint="--checkpoint")
     if baseline is not None:
-        _choice(baseline, BASELINES, "--baseline", "baseline")
+        choice_option(baseline, BASELINES, "--baseline", "baseline")
     device = device_option(device)
     return (None if checkpoint is None else _model(checkpoint, device, sampler, sample_steps)), device
 
@@ -232,11 +226,11 @@ def train_cmd(
     from flowlab.crowd_sim.envsocial_diff.simulator import EnvSocialDiff, scene_config
     from flowlab.crowd_sim.envsocial_diff.train import TrainConfig, calibrate, train, train_best_of
 
-    _choice(scene_name, SCENES, "--scene", "scene")
-    _choice(ablation, tuple(ABLATIONS), "--ablation", "ablation")
-    _choice(size, tuple(SIZES), "--size", "size")
-    _choice(frame, FRAMES, "--frame", "frame")
-    _choice(goal, GOALS, "--goal", "goal model")
+    choice_option(scene_name, SCENES, "--scene", "scene")
+    choice_option(ablation, tuple(ABLATIONS), "--ablation", "ablation")
+    choice_option(size, tuple(SIZES), "--size", "size")
+    choice_option(frame, FRAMES, "--frame", "frame")
+    choice_option(goal, GOALS, "--goal", "goal model")
     if inits < 1 or (inits > 1 and ckpt_dir is not None):
         raise typer.BadParameter(f"expected --inits >= 1, and 1 with --ckpt-dir; got {inits}", param_hint="--inits")
     if inits > 1 and tracks and not val_tracks:
@@ -350,7 +344,7 @@ def predict_cmd(
     from flowlab.core.cli import option_error
     from flowlab.crowd_sim.envsocial_diff.predict import predict_window
 
-    _choice(protocol, PROTOCOLS, "--protocol", "protocol")
+    choice_option(protocol, PROTOCOLS, "--protocol", "protocol")
     if protocol == "forecast":
         _forecast_cmd(scene_name, tracks, fps, annotations, checkpoint, baseline, window, observe, horizon, samples,
                       sampler, sample_steps, out, data, frame, seed, device)  # fmt: skip
@@ -407,8 +401,8 @@ def evaluate_cmd(
     have the pedestrian; with --protocol forecast, minADE / minFDE of a `predict --protocol forecast` file."""
     from flowlab.crowd_sim.metrics import simulation_metrics
 
-    _choice(protocol, ("simulation", "forecast"), "--protocol", "protocol")
-    _choice(frame, FRAMES, "--frame", "frame")
+    choice_option(protocol, ("simulation", "forecast"), "--protocol", "protocol")
+    choice_option(frame, FRAMES, "--frame", "frame")
     if protocol == "forecast":
         _write_metrics(rollout, _score_forecast_file(rollout), out)
         return
@@ -456,7 +450,7 @@ def render_cmd(
     """Draw a rollout over the scene's obstacles and objects of interest (recorded positions alongside)."""
     from flowlab.crowd_sim.render import render
 
-    _choice(frame, FRAMES, "--frame", "frame")
+    choice_option(frame, FRAMES, "--frame", "frame")
     if out.suffix.lower() != ".gif" and out.exists() and not out.is_dir():
         raise typer.BadParameter(f"{out} is a file; expected a .gif or a folder for the frames", param_hint="--out")
     blob = _read_rollout(rollout)
@@ -478,7 +472,7 @@ def export_cmd(
     "frame ped_id x y" lines, frames of the recorded window, the recording's pedestrian ids."""
     from flowlab.crowd_sim.data import write_pedestrian_txt
 
-    _choice(frame, FRAMES, "--frame", "frame")
+    choice_option(frame, FRAMES, "--frame", "frame")
     if out.suffix.lower() != ".txt" or out.is_dir():
         raise typer.BadParameter(f'expected a .txt file ("frame ped_id x y" lines), got {out}', param_hint="--out")
     blob = _read_rollout(rollout)

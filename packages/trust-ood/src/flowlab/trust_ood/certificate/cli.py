@@ -8,7 +8,15 @@ from pathlib import Path
 
 import typer
 
-from flowlab.core.cli import OVERWRITE_HELP, RESUME_HELP, claim_run_option, device_option, json_text, option_error
+from flowlab.core.cli import (
+    OVERWRITE_HELP,
+    RESUME_HELP,
+    choice_option,
+    claim_run_option,
+    device_option,
+    json_text,
+    option_error,
+)
 from flowlab.trust_ood.certificate.names import FAMILIES, METHODS, PDES, REGRESSORS, VARIANTS
 
 app = typer.Typer(help="Joint-likelihood certificates of trust for PDE regression (JLBC).", no_args_is_help=True)
@@ -16,11 +24,6 @@ app = typer.Typer(help="Joint-likelihood certificates of trust for PDE regressio
 
 #: the variants `certify` scores with the trained models (the joint and the input-only one)
 CERTIFIED = (*VARIANTS[:2], VARIANTS[3])
-
-
-def _choice(value: str, choices: tuple[str, ...], option: str) -> None:
-    if value not in choices:
-        raise typer.BadParameter(f"expected one of {', '.join(choices)}, got {value!r}", param_hint=option)
 
 
 def _load(run: Path, device):
@@ -102,8 +105,8 @@ def train(
     from flowlab.trust_ood.certificate.evaluate import StudyConfig, save_study, train_study
     from flowlab.trust_ood.certificate.user_study import array_study_config, fit_certificate
 
-    _choice(pde or PDES[0], PDES, "--pde")
-    _choice(regressor, REGRESSORS, "--regressor")
+    choice_option(pde or PDES[0], PDES, "--pde")
+    choice_option(regressor, REGRESSORS, "--regressor")
     dev = device_option(device)
     cfg = StudyConfig(pde=pde or PDES[0], n=32 if n is None else n, train_pairs=pairs or 2000, calib=calib,
                       regressor_steps=regressor_steps, score_steps=score_steps, regressor=regressor,
@@ -164,8 +167,8 @@ def certify(
     from flowlab.trust_ood.certificate.user_study import certify as certify_arrays
 
     if family is not None:
-        _choice(family, FAMILIES, "--family")
-    _choice(variant, CERTIFIED, "--variant")
+        choice_option(family, FAMILIES, "--family")
+    choice_option(variant, CERTIFIED, "--variant")
     _out_file(out)
     device = device_option(device)
     models = _load(run, device)

@@ -12,6 +12,7 @@ from flowlab.core.cli import (
     OVERWRITE_HELP,
     RESUME_HELP,
     SEEDS,
+    choice_option,
     claim_run_option,
     device_option,
     json_text,
@@ -20,12 +21,6 @@ from flowlab.core.cli import (
 from flowlab.vision_gen.promoe.names import OBJECTIVES, VARIANTS
 
 app = typer.Typer(help="ProMoE: a mixture-of-experts DiT with explicit routing guidance.", no_args_is_help=True)
-
-
-def _choice(value: str, choices: tuple[str, ...], option: str) -> str:
-    if value not in choices:
-        raise typer.BadParameter(f"expected one of {', '.join(choices)}, got {value!r}", param_hint=option)
-    return value
 
 
 @app.command()
@@ -47,8 +42,8 @@ def train(
     resume: Annotated[bool, typer.Option(help=RESUME_HELP)] = False,
 ) -> None:
     """Train one variant on the digits train split; --resume continues from OUT/ckpt with the same options."""
-    _choice(variant, VARIANTS, "--variant")
-    _choice(objective, OBJECTIVES, "--objective")
+    choice_option(variant, VARIANTS, "--variant")
+    choice_option(objective, OBJECTIVES, "--objective")
     if size not in (8, 16, 32):
         raise typer.BadParameter(f"expected 8, 16 or 32, got {size}", param_hint="--size")
     dev = device_option(device)
