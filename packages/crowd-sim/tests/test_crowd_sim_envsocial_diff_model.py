@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -108,6 +109,36 @@ def test_ablations_ignore_what_they_turn_off(scene_factory, crossing):
     changed = type(inputs)(**{**inputs.__dict__, "light": torch.randn_like(inputs.light)})
     with torch.no_grad():
         assert not torch.allclose(full.denoiser.encode(changed), full.denoiser.encode(inputs))
+
+
+def test_a_branch_that_is_off_gets_no_features_and_samples_the_same(scene_factory, crossing):
+    scene = scene_factory(image=_image())
+    state = _state(crossing, 20)
+    for ablation, boxes, cells in (("full", True, True), ("no_env", False, False), ("ooi", True, False),
+                                   ("spdiff", False, False)):  # fmt: skip
+        model = _model(scene, ablation)
+        env, every = model.environment(scene), model.environment(scene, all_branches=True)
+        assert (env.corners.shape[0] > 0) == boxes and (env.cells.shape[0] > 0) == cells
+        assert every.corners.shape[0] > 0 and every.cells.shape[0] > 0
+        out = []
+        for e in (env, every):
+            inputs, _ = model.inputs(state, e)
+            out.append(model.sample_residual(inputs, generator=torch.Generator().manual_seed(3), sample_steps=4))
+        assert torch.equal(out[0], out[1])
+
+
+def test_the_policy_hands_its_step_inputs_to_on_inputs(scene, crossing):
+    model = _model(scene)
+    env, seen = model.environment(scene), []
+    policy = model.policy(scene, sampler="ddim", sample_steps=2, env=env, on_inputs=lambda *args: seen.append(args))
+    state = _state(crossing, 20)
+    policy(state)
+    (got_state, inputs, flat), (want, want_flat) = seen[0], model.inputs(state, env)
+    assert got_state is state and torch.equal(flat, want_flat)
+    for name, value in want.__dict__.items():
+        assert torch.equal(getattr(inputs, name), value), name
+    policy(dataclasses.replace(state, alive=torch.zeros_like(state.alive)))  # nobody alive: no pedestrian
+    assert len(seen) == 2 and seen[1][2].numel() == 0
 
 
 def test_training_lowers_the_loss_and_rollouts_are_reproducible(scene, crossing, tmp_path):

@@ -142,6 +142,28 @@ def test_two_separate_approaches_are_two_events():
     assert collisions(positions, mask) == 0
 
 
+def test_collisions_equal_a_brute_force_count_frame_by_frame():
+    g = torch.Generator().manual_seed(3)
+    for trial in range(6):
+        T, P = 30, 25
+        positions = 2.0 * torch.rand(T, P, 2, generator=g) + 0.2 * torch.randn(T, P, 2, generator=g).cumsum(0)
+        mask = torch.rand(T, P, generator=g) < 0.8
+        groups = torch.randint(0, 3, (P,), generator=g) if trial % 2 else torch.zeros(P, dtype=torch.long)
+        events, before = 0, set()
+        for t in range(T):
+            close = {
+                (i, j)
+                for i in range(P)
+                for j in range(i + 1, P)
+                if mask[t, i] and mask[t, j] and groups[i] == groups[j]
+                and float((positions[t, i] - positions[t, j]).norm()) < 0.5
+            }  # fmt: skip
+            events, before = events + len(close - before), close
+        assert events > 0
+        assert collisions(positions, mask, groups=None if trial % 2 == 0 else groups) == events
+    assert collisions(positions, torch.zeros(T, P, dtype=torch.bool)) == 0
+
+
 def test_min_ade_and_min_fde_pick_the_best_sample():
     true = torch.randn(3, 12, 2, generator=torch.Generator().manual_seed(0))
     pred = true.expand(4, 3, 12, 2) + torch.tensor([1.0, 2.0, 3.0, 4.0]).view(4, 1, 1, 1)

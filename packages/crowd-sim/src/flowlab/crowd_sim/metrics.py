@@ -101,7 +101,8 @@ def collisions(
     of frames in which they stay closer (a pair that separates, or leaves, and comes close again counts again).
 
     positions: (T, P, 2); mask: (T, P) bool; groups: (P,) long, pedestrians of different groups never collide
-    (None: one group). Each frame's close pairs come from the core's `radius_graph`, linear in the pedestrians.
+    (None: one group). The close pairs of every frame come from one call of the core's `radius_graph` (a graph per
+    frame and group), linear in the present entries.
     """
     _check_positions(positions, "positions")
     _check_mask(mask, positions.shape[:2])
@@ -109,14 +110,16 @@ def collisions(
     if not (isinstance(threshold, int | float) and math.isfinite(threshold) and threshold > 0):
         raise ValueError(f"threshold: expected a positive distance in metres, got {threshold!r}")
     P = mask.shape[1]
-    batch = torch.zeros(P, dtype=torch.long) if groups is None else groups.to(device=mask.device, dtype=torch.long)
-    before = torch.zeros(0, dtype=torch.long, device=mask.device)
-    events = 0
-    for t in range(mask.shape[0]):
-        close = _close_pairs(positions[t], mask[t], batch.to(mask.device), threshold)
-        events += int((~torch.isin(close, before)).sum())
-        before = close
-    return events
+    group = torch.zeros(P, dtype=torch.long) if groups is None else groups.to(dtype=torch.long)
+    t, p = mask.nonzero(as_tuple=True)
+    if t.numel() == 0:
+        return 0
+    group = group.to(mask.device)[p]
+    src, dst = radius_graph(positions[t, p].float(), threshold, batch=t * (int(group.max()) + 1) + group)
+    i, j = p[dst], p[src]
+    near = (i < j) & ((positions[t[dst], i] - positions[t[dst], j]).norm(dim=-1) < threshold)
+    key = (t[dst][near] * P + i[near]) * P + j[near]  # (frame, i, j) of each close pair
+    return int((~torch.isin(key - P * P, key)).sum())  # not close in the frame before: a new event
 
 
 def min_ade(pred: torch.Tensor, true: torch.Tensor) -> float:
@@ -235,16 +238,6 @@ def _dtw_cost(x: torch.Tensor, y: torch.Tensor, n: torch.Tensor) -> torch.Tensor
         cost[done] = current[done].gather(1, (n[done] - 1).unsqueeze(1)).squeeze(1)
         before, last = last[rows], current
     return cost.scatter(0, order, cost.clone())
-
-
-def _close_pairs(positions: torch.Tensor, mask: torch.Tensor, batch: torch.Tensor, threshold: float) -> torch.Tensor:
-    """Pairs i < j of one frame (positions (P, 2), mask (P,)), both present, same graph of batch (P,), closer than
-    threshold, as sorted keys i * P + j (K,) long."""
-    present = mask.nonzero().squeeze(1)
-    src, dst = radius_graph(positions[present].float(), threshold, batch=batch[present])
-    i, j = present[dst], present[src]
-    near = (i < j) & ((positions[i] - positions[j]).norm(dim=-1) < threshold)
-    return torch.sort(i[near] * mask.shape[0] + j[near]).values
 
 
 def _forecast_errors(pred: torch.Tensor, true: torch.Tensor) -> torch.Tensor:

@@ -49,8 +49,9 @@ def residual_target(
 
 
 def training_frames(model: EnvSocialDiff, scene, windows, *, stride: int = 1) -> list[FrameBatch]:
-    """One `FrameBatch` per recorded frame (every `stride`-th) with at least one valid target (teacher forcing)."""
-    env = model.environment(scene)
+    """One `FrameBatch` per recorded frame (every `stride`-th) with at least one valid target (teacher forcing).
+    The inputs hold every branch's features, so the frames serve every configuration."""
+    env = model.environment(scene, all_branches=True)
     frames = []
     H = model.config.features.history
     for w in windows:

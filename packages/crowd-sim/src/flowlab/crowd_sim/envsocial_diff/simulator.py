@@ -10,6 +10,7 @@ deviation on the training data), so the model's target has unit variance.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -68,16 +69,19 @@ class EnvSocialDiff:
         self.schedule = DiscreteVP.linear(config.steps, config.beta_start, config.beta_end)
 
     # ------------------------------------------------------------------------------------------- scene and inputs
-    def environment(self, scene) -> SceneEnvironment:
-        """The scene's boxes and brightness cells (the denoiser masks the branches its configuration turns off)."""
+    def environment(self, scene, *, all_branches: bool = False) -> SceneEnvironment:
+        """The scene's boxes (when the environment branch is on) and brightness cells (when the lighting branch is
+        on): features a branch that is off would ignore are not computed at every step. The denoiser masks the box
+        kinds its configuration turns off. all_branches: keep every box and cell, for inputs that other
+        configurations share (`objective.training_frames`)."""
         index = {c: i for i, c in enumerate(self.config.categories)}
-        boxes = [(scene.obstacles, 0), (scene.interests, 1)]
-        corners = torch.cat([b.corners.float() for b, _ in boxes])
-        centres = torch.cat([b.centres.float() for b, _ in boxes])
-        kind = torch.cat([torch.full((len(b.categories),), k, dtype=torch.long) for b, k in boxes])
+        boxes = [(scene.obstacles, 0), (scene.interests, 1)] if all_branches or self.config.environment else []
+        corners = torch.cat([torch.zeros(0, 4, 2), *(b.corners.float() for b, _ in boxes)])
+        centres = torch.cat([torch.zeros(0, 2), *(b.centres.float() for b, _ in boxes)])
+        kind = torch.cat([torch.zeros(0, dtype=torch.long), *(torch.full((len(b.categories),), k) for b, k in boxes)])
         category = torch.tensor([index.get(c, 0) for b, _ in boxes for c in b.categories], dtype=torch.long)
         cells, bright = torch.zeros(0, 2), torch.zeros(0)
-        if scene.image is not None:
+        if scene.image is not None and (all_branches or self.config.lighting):
             cell_px = max(1, int(scene.constants.get("bright_grid", 220)) // int(scene.constants.get("bin", 10)))
             cells, bright = brightness_cells(scene, cell_px)
         return SceneEnvironment(corners, centres, kind, category, cells, bright).to(self.device)
@@ -138,11 +142,19 @@ class EnvSocialDiff:
         return self.scale * torch.einsum("nji,nj->ni", inputs.rotations, x)
 
     def policy(
-        self, scene, *, sampler: str = "ddpm", sample_steps: int | None = None, env: SceneEnvironment | None = None
+        self,
+        scene,
+        *,
+        sampler: str = "ddpm",
+        sample_steps: int | None = None,
+        env: SceneEnvironment | None = None,
+        on_inputs: Callable[[StepState, StepInputs, torch.Tensor], None] | None = None,
     ):
         """A `simulate` policy: accelerations F_dest + sampled residual for the alive pedestrians. env: the scene's
-        `environment` when already computed (it is static). The policy carries the model's goal model (`goal`,
-        `goal_lookahead`) for forecasting."""
+        `environment` when already computed (it is static); on_inputs: called at every step as
+        on_inputs(state, inputs, flat) (`inputs` returns both; no pedestrian when none is alive), before sampling,
+        e.g. to record training inputs without computing them twice. The policy carries the model's goal model
+        (`goal`, `goal_lookahead`) for forecasting."""
         env = self.environment(scene) if env is None else env
         model = self
 
@@ -152,9 +164,14 @@ class EnvSocialDiff:
 
             def __call__(self, state: StepState) -> torch.Tensor:
                 out = model.destination_force(state.positions, state.velocities, state.destinations)
-                if not bool(state.alive.any()):
+                alive = bool(state.alive.any())
+                if not (alive or on_inputs):
                     return out
                 inputs, flat = model.inputs(state, env)
+                if on_inputs is not None:
+                    on_inputs(state, inputs, flat)
+                if not alive:
+                    return out
                 residual = model.sample_residual(
                     inputs, generator=state.generator, sampler=sampler, sample_steps=sample_steps
                 )

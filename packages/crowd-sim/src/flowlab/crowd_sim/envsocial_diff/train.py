@@ -241,7 +241,6 @@ class _Rollouts:
         self.model, self.scene, self.windows, self.config = model, scene, windows, config
         self.kin = [recorded_kinematics(w) for w in windows]
         self.env = model.environment(scene)  # the static scene features, computed once for every rollout
-        self.policy = model.policy(scene, sampler="ddim", sample_steps=config.finetune_sample_steps, env=self.env)
 
     def __call__(self, seed: int) -> FrameBatch:
         cfg, model = self.config, self.model
@@ -252,6 +251,8 @@ class _Rollouts:
         t0 = int(torch.randint(0, w.num_frames - H - 2, (1,), generator=gen, device=model.device))
         init = InitialStates.from_window(w, start=t0, history=model.config.features.history)
         recorder = _Recorder(self, w, p_rec, v_rec, t0)
+        policy = model.policy(self.scene, sampler="ddim", sample_steps=cfg.finetune_sample_steps, env=self.env,
+                              on_inputs=recorder.record)  # fmt: skip
         with torch.no_grad():
             model.denoiser.eval()
             simulate(
@@ -259,7 +260,7 @@ class _Rollouts:
                 _only_present(init, t0),
                 self._goals(w, p_rec, v_rec, t0),
                 H,
-                model=recorder.wrap(self.policy),
+                model=policy,
                 start=t0,
                 generator=gen,
                 device=model.device,
@@ -284,23 +285,15 @@ def _only_present(init: InitialStates, t0: int) -> InitialStates:
 
 
 class _Recorder:
-    """Wraps a policy: at each rollout frame stores the inputs and tracking targets of the alive pedestrians."""
+    """A policy's `on_inputs` hook: at each rollout frame stores the inputs and tracking targets of the alive
+    pedestrians (one replica: the flat index is the pedestrian)."""
 
     def __init__(self, data: _Rollouts, window, p_rec, v_rec, t0: int) -> None:
         self.data, self.w, self.p_rec, self.v_rec, self.t0 = data, window, p_rec, v_rec, t0
         self.inputs, self.targets, self.weights = [], [], []
 
-    def wrap(self, policy):
-        def run(state: StepState) -> torch.Tensor:
-            self._record(state)
-            return policy(state)
-
-        run.nfe_per_step = policy.nfe_per_step
-        return run
-
-    def _record(self, state: StepState) -> None:
+    def record(self, state: StepState, inputs: StepInputs, ped: torch.Tensor) -> None:
         model, cfg, t = self.data.model, self.data.config, state.frame
-        inputs, ped = model.inputs(state, self.data.env)
         if t + 2 >= self.w.num_frames:
             return
         mask = self.w.mask

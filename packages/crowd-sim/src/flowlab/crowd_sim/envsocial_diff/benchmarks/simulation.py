@@ -15,6 +15,7 @@ lighting branch runs on GC only.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -25,6 +26,7 @@ from flowlab.core.bench import (
     Claim,
     Scenario,
     Timer,
+    parallel_map,
     torch_threads,
 )
 from flowlab.crowd_sim.data import SPLITS, Window
@@ -78,8 +80,9 @@ def _simulate(scene, window: Window, policy, ctx: BenchContext, replicas: int, o
     return simulate_window(scene, window, policy, replicas=replicas, generator=gen, device=ctx.device)
 
 
-def _speed(scene, model: EnvSocialDiff, ctx: BenchContext, cfg: EnvSocialBench, sfm) -> dict[str, dict[str, float]]:
-    """Pedestrians x steps per second for 200 pedestrians over 200 steps on a synthetic 30 m plaza."""
+def _speed(scene, policy, ctx: BenchContext, cfg: EnvSocialBench) -> dict[str, float]:
+    """Pedestrians x steps per second of `policy` for `speed_pedestrians` pedestrians over `speed_steps` steps on a
+    synthetic 30 m plaza."""
     n, steps = cfg.speed_pedestrians, cfg.speed_steps
     gen = torch.Generator().manual_seed(ctx.seed)
     pos = torch.rand(n, 2, generator=gen) * 30
@@ -87,21 +90,57 @@ def _speed(scene, model: EnvSocialDiff, ctx: BenchContext, cfg: EnvSocialBench, 
     vel = 1.2 * torch.nn.functional.normalize(dest - pos, dim=-1)
     hist = torch.cat([pos, vel, torch.zeros_like(pos)], dim=-1)[:, None].repeat(1, 8, 1)
     init = InitialStates(pos, vel, hist, torch.zeros(n, dtype=torch.long), torch.full((n,), 10**9))
-    out = {}
-    ours = model.policy(scene, sampler=cfg.sampler, sample_steps=cfg.sample_steps)
-    for label, policy in (("full", ours), ("SFM", sfm)):
-        g = torch.Generator(ctx.device).manual_seed(ctx.seed)
-        traj = simulate(scene, init, dest, steps, model=policy, generator=g, device=ctx.device)
-        out[label] = {
-            "speed_agent_steps_per_s": traj.agent_steps_per_second,
-            "speed_seconds": traj.seconds,
-            "speed_nfe_per_step": float(traj.nfe_per_step),
-        }
+    g = torch.Generator(ctx.device).manual_seed(ctx.seed)
+    traj = simulate(scene, init, dest, steps, model=policy, generator=g, device=ctx.device)
+    return {
+        "speed_agent_steps_per_s": traj.agent_steps_per_second,
+        "speed_seconds": traj.seconds,
+        "speed_nfe_per_step": float(traj.nfe_per_step),
+    }
+
+
+def _prediction(scene, test: Window, policy, ctx: BenchContext, cfg: EnvSocialBench, k: int) -> dict[str, float]:
+    """Prediction mode: minADE / minFDE of `k` samples (as "min_ade20", "min_fde20") and the pedestrians scored."""
+    gen = torch.Generator(ctx.device).manual_seed(ctx.seed * 1000 + 300)
+    pred = evaluate_prediction(
+        scene, test, policy, k=k, stride=cfg.pred_stride, frame_step=cfg.pred_frame_step, generator=gen,
+        device=ctx.device,
+    )  # fmt: skip
+    return {f"{name}20" if name != "pred_pedestrians" else name: v for name, v in pred.items()}
+
+
+def _evaluate(ctx: BenchContext, scene, job: str, offset: int, model: EnvSocialDiff | None) -> dict[str, Any]:
+    """One evaluation job of a case (a `parallel_map` job, seeded by the case's seed and `offset` alone): "rollout"
+    (the test-window rollout of the trained `model`), "prediction" and "speed" of `model`, "SFM" (calibrated on the
+    first training window; rollout and speed), "ConstantVelocity" (rollout and prediction). Returns the metrics, the
+    first replica's positions (rollouts) and the SFM parameters (SFM)."""
+    cfg: EnvSocialBench = ctx.config
+    out: dict[str, Any] = {"metrics": {}}
+    with torch_threads(cfg.threads):
+        test = case_window(scene, "test")
+        if job == "SFM":
+            dest_force = DestinationForce()
+            train = scene.windows[SPLITS[scene.name]["train"][0]]
+            out["sfm_params"], _ = calibrate_social_force(scene, train, dest_force, frames=cfg.sfm_frames)
+            policy = SocialForcePolicy(scene, out["sfm_params"], dest_force)
+        elif job == "ConstantVelocity":
+            policy = constant_velocity
+        else:
+            policy = model.policy(scene, sampler=cfg.sampler, sample_steps=cfg.sample_steps)
+        if job in ("rollout", "SFM", "ConstantVelocity"):
+            traj = _simulate(scene, test, policy, ctx, cfg.replicas if job == "rollout" else 1, offset)
+            out["metrics"].update(_rollout_metrics(traj, test))
+            out["positions"], out["nfe_per_step"] = traj.positions[0].cpu(), traj.nfe_per_step
+        if job in ("prediction", "ConstantVelocity"):
+            k = 1 if job == "ConstantVelocity" else cfg.pred_k
+            out["metrics"].update(_prediction(scene, test, policy, ctx, cfg, k))
+        if job in ("speed", "SFM"):
+            out["metrics"].update(_speed(scene, policy, ctx, cfg))
     return out
 
 
-def _plots(ctx: BenchContext, scene, test: Window, trajs: Mapping[str, Any]) -> list:
-    panels = {"recorded": test.positions} | {_LABELS[k]: v.positions[0].cpu() for k, v in trajs.items()}
+def _plots(ctx: BenchContext, scene, test: Window, positions: Mapping[str, torch.Tensor]) -> list:
+    panels = {"recorded": test.positions} | {_LABELS[k]: v for k, v in positions.items()}
     return [
         plot_alignment(scene, test, ctx.out_dir / f"crowd_{scene.name}_alignment.png"),
         plot_rollouts(scene, test, panels, ctx.out_dir / f"crowd_{scene.name}_rollouts.png"),
@@ -109,55 +148,44 @@ def _plots(ctx: BenchContext, scene, test: Window, trajs: Mapping[str, Any]) -> 
 
 
 def _run(ctx: BenchContext, scene_name: str) -> BenchResult:
+    """Train the candidates, then evaluate every trained model and baseline in `workers` processes (the jobs are
+    seeded alone, so the numbers do not depend on the process that runs them)."""
     cfg: EnvSocialBench = ctx.config
     scene = load_case_scene(ctx, scene_name)
     ablations = ["full", "spdiff", *(a for a in cfg.ablations if scene.image is not None or a != "lighting")]
     with Timer(ctx.device) as tm:
         trained = train_ablations(ctx, scene, ablations)
+    # the windows the evaluation reads, so that a worker receives a small scene
+    used = {SPLITS[scene.name]["train"][0], SPLITS[scene.name]["test"][0]}
+    slim = replace(scene, windows={k: w for k, w in scene.windows.items() if k in used})
+    full = trained["full"][0]
+    jobs = [("rollout", 100 + i, trained[a][0]) for i, a in enumerate(ablations)]
+    jobs += [("SFM", 200, None), ("ConstantVelocity", 200, None), ("prediction", 0, full), ("speed", 0, full)]
+    kinds, offsets, models = zip(*jobs, strict=True)
+    results = parallel_map(_evaluate, [replace(ctx, generator=None)] * len(jobs), [slim] * len(jobs), kinds, offsets,
+                           models, workers=cfg.workers)  # fmt: skip
+    rollouts = dict(zip([*ablations, "SFM", "ConstantVelocity"], results, strict=False))
+    metrics = {name: dict(r["metrics"]) for name, r in rollouts.items()}
+    for ablation in ablations:
+        metrics[ablation].update(trained[ablation][1])
+    metrics["full"]["train_wall_seconds"] = tm.seconds
+    for r in results[len(ablations) + 2 :]:
+        metrics["full"].update(r["metrics"])
+    ours = metrics.pop("full")
+    sfm_params = rollouts["SFM"]["sfm_params"]
+    ours["sfm_A"], ours["sfm_B"] = sfm_params.A, sfm_params.B
+    names = {"spdiff": "SPDiff-like", "SFM": "SFM", "ConstantVelocity": "ConstantVelocity"}
+    baselines = {names.get(k, f"ablation:{k}"): v for k, v in metrics.items()}
     with torch_threads(cfg.threads):
         test = case_window(scene, "test")
-        train_windows = [scene.windows[n] for n in SPLITS[scene.name]["train"]]
-        dest_force = DestinationForce()
-        sfm_params, _ = calibrate_social_force(scene, train_windows[0], dest_force, frames=cfg.sfm_frames)
-        sfm = SocialForcePolicy(scene, sfm_params, dest_force)
-        metrics, trajs, models = {}, {}, {}
-        for i, ablation in enumerate(ablations):
-            model, training = trained[ablation]
-            policy = model.policy(scene, sampler=cfg.sampler, sample_steps=cfg.sample_steps)
-            traj = _simulate(scene, test, policy, ctx, cfg.replicas, 100 + i)
-            metrics[ablation] = {**_rollout_metrics(traj, test), **training}
-            trajs[ablation], models[ablation] = traj, model
-        metrics["full"]["train_wall_seconds"] = tm.seconds
-        for label, policy in (("SFM", sfm), ("ConstantVelocity", constant_velocity)):
-            trajs[label] = _simulate(scene, test, policy, ctx, 1, 200)
-            metrics[label] = _rollout_metrics(trajs[label], test)
-        full_policy = models["full"].policy(scene, sampler=cfg.sampler, sample_steps=cfg.sample_steps)
-        for label, policy, k in (("full", full_policy, cfg.pred_k), ("ConstantVelocity", constant_velocity, 1)):
-            gen = torch.Generator(ctx.device).manual_seed(ctx.seed * 1000 + 300)
-            pred = evaluate_prediction(
-                scene,
-                test,
-                policy,
-                k=k,
-                stride=cfg.pred_stride,
-                frame_step=cfg.pred_frame_step,
-                generator=gen,
-                device=ctx.device,
-            )
-            metrics[label].update({f"{name}20" if name != "pred_pedestrians" else name: v for name, v in pred.items()})
-        for label, values in _speed(scene, models["full"], ctx, cfg, sfm).items():
-            metrics[label].update(values)
-        ours = metrics.pop("full")
-        ours["sfm_A"], ours["sfm_B"] = sfm_params.A, sfm_params.B
-        names = {"spdiff": "SPDiff-like", "SFM": "SFM", "ConstantVelocity": "ConstantVelocity"}
-        baselines = {names.get(k, f"ablation:{k}"): v for k, v in metrics.items()}
-        plots = _plots(ctx, scene, test, {k: trajs[k] for k in ("full", "spdiff", "SFM", "ConstantVelocity")})
+        positions = {k: rollouts[k]["positions"] for k in ("full", "spdiff", "SFM", "ConstantVelocity")}
+        plots = _plots(ctx, scene, test, positions)
     return BenchResult(
         metrics=ours,
         baselines=baselines,
         references=PUBLISHED[scene_name],
         plots=plots,
-        nfe={"per_simulated_frame": int(trajs["full"].nfe_per_step)},
+        nfe={"per_simulated_frame": int(rollouts["full"]["nfe_per_step"])},
     )
 
 
