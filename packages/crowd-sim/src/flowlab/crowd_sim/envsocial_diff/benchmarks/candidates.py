@@ -16,11 +16,11 @@ __all__ = ["case_window", "load_case_scene", "train_ablations"]
 
 
 def load_case_scene(ctx: BenchContext, scene_name: str):
-    """The scene of a case with the windows it uses, each cut to `window_frames` (None: whole)."""
+    """The scene of a case with the windows it uses (train, val, test), each cut to `window_frames` (None: whole)."""
     if ctx.data_root is None:
         raise DataMissing("crowds data set not found: FLOWLAB_DATA is not set - see the datasets README")
     n = ctx.config.window_frames
-    used = "all" if n is None else [w for split in ("train", "val", "test") for w in SPLITS[scene_name][split]]
+    used = [w for split in ("train", "val", "test") for w in SPLITS[scene_name][split]]
     try:
         scene = load_scene(scene_name, ctx.data_root, windows=used)
     except FileNotFoundError as err:
