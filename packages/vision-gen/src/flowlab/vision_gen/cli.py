@@ -1,11 +1,14 @@
 """Command groups of flowlab.vision_gen: `flowlab watermark` (the watermark family: Spherical Watermark with its
 baselines Gaussian Shading and Tree-Ring: keygen, embed, extract, generate, invert, attack, detect, evaluate) and
-`flowlab vision` (the other methods' groups: `piflow`, `sfbd`, `cmt`, `sr`, `promoe`, and `upscale`)."""
+`flowlab vision` (the other methods' groups: `piflow`, `sfbd`, `cmt`, `sr`, `promoe`, `patronus`, `dsa`, and
+`upscale`)."""
 
 import typer
 
 from flowlab.vision_gen.cmt import cli as cmt
+from flowlab.vision_gen.dsa import cli as dsa
 from flowlab.vision_gen.gendr_pix import cli as gendr_pix
+from flowlab.vision_gen.patronus import cli as patronus
 from flowlab.vision_gen.pi_flow import cli as pi_flow
 from flowlab.vision_gen.promoe import cli as promoe
 from flowlab.vision_gen.sfbd_omni import cli as sfbd
@@ -17,13 +20,17 @@ app = typer.Typer(
 )
 app.registered_commands += watermark.app.registered_commands
 
-vision = typer.Typer(help="Vision generation methods: pi-Flow, SFBD-OMNI, CMT, GenDR-Pix super-resolution, ProMoE.",
-                     no_args_is_help=True)  # fmt: skip
+vision = typer.Typer(
+    help="Vision generation methods: pi-Flow, SFBD-OMNI, CMT, GenDR-Pix super-resolution, ProMoE, Patronus, DSA.",
+    no_args_is_help=True,
+)
 vision.add_typer(pi_flow.app, name="piflow")
 vision.add_typer(sfbd.app, name="sfbd")
 vision.add_typer(cmt.app, name="cmt")
 vision.add_typer(gendr_pix.app, name="sr")
 vision.add_typer(promoe.app, name="promoe")
+vision.add_typer(patronus.app, name="patronus")
+vision.add_typer(dsa.app, name="dsa")
 vision.command("upscale")(gendr_pix.upscale)
 
 __all__ = ["app", "vision"]

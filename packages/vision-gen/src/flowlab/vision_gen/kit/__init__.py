@@ -1,7 +1,8 @@
 """The vision shared kit (reused by every vision method): digits, photos and moving-digits data; tiny denoisers; the
 shared digits models as cached artifacts (class-conditional rectified-flow, EDM and DDPM teachers, the watermark's
 UNet, the tiny autoencoder); diffusion sampling/inversion helpers; diffusers interoperability; the quality kit
-(digits-FD with its floor, PRDC, class histograms, PSNR/SSIM, image grids); the attack kit."""
+(digits-FD with its floor, PRDC, class histograms, PSNR/SSIM, image grids); the attack kit; planted shortcuts;
+linear probes and bootstrap intervals."""
 
 from flowlab.core.lazy import lazy_exports
 
@@ -40,7 +41,15 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "digits_features",
             "feature_net_artifact",
         ],
-        "flowlab.vision_gen.kit.nets": ["ClassDiT", "DiTField", "UNetField", "tiny_dit", "tiny_unet"],
+        "flowlab.vision_gen.kit.nets": [
+            "ClassDiT",
+            "CoreUNetField",
+            "DiTField",
+            "UNetField",
+            "core_unet",
+            "tiny_dit",
+            "tiny_unet",
+        ],
         "flowlab.vision_gen.kit.photos": [
             "PHOTOS",
             "load_photo",
@@ -63,6 +72,8 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "strip_figure",
         ],
         "flowlab.vision_gen.kit.sampling": ["batched", "generate", "invert_to_noise"],
+        "flowlab.vision_gen.kit.shortcuts": ["corner_dot", "plant_shortcut"],
+        "flowlab.vision_gen.kit.stats": ["bootstrap_interval", "linear_probe_accuracy"],
         "flowlab.vision_gen.kit.teachers": [
             "FAMILIES",
             "DigitsTeacher",

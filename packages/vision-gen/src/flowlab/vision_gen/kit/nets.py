@@ -1,6 +1,7 @@
-"""Tiny denoisers in the core model protocol: a diffusers `UNet2DModel` built from a config (`UNetField`) and the
-core's patch DiT (`DiTField`). Both take `forward(x=(B, C, H, W), t=(B,) core time)` and carry `schedule` and
-`prediction`, so the kit's training, sampling and inversion treat them alike."""
+"""Tiny denoisers in the core model protocol: a diffusers `UNet2DModel` built from a config (`UNetField`), the
+core's `UNet2d` (`CoreUNetField`, optionally conditioned on a vector in every residual block) and the core's patch
+DiT (`DiTField`). All take `forward(x=(B, C, H, W), t=(B,) core time)` and carry `schedule` and `prediction`, so the
+kit's training, sampling and inversion treat them alike."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from torch import nn
 
 from flowlab.core.nets import DiT
 from flowlab.core.nets.labels import check_labels
+from flowlab.core.nets.unet import UNet2d
 from flowlab.core.schedules import DiscreteVP
 from flowlab.core.typing import Prediction
 
-__all__ = ["ClassDiT", "DiTField", "UNetField", "tiny_dit", "tiny_unet"]
+__all__ = ["ClassDiT", "CoreUNetField", "DiTField", "UNetField", "core_unet", "tiny_dit", "tiny_unet"]
 
 
 def tiny_unet(
@@ -59,6 +61,37 @@ class UNetField(nn.Module):
         `schedule.timestep_of(t)`."""
         timestep = self.schedule.timestep_of(t.to(torch.float64)).to(x.dtype)
         return self.unet(x, timestep, class_labels=y).sample
+
+
+def core_unet(
+    image_size: int, in_channels: int = 1, *, base_channels: int = 32, cond_dim: int = 0, cond_mode: str = "add",
+    dropout: float = 0.0,
+) -> UNet2d:  # fmt: skip
+    """The core `UNet2d` at the kit's widths (random weights): channels (base, 2 base) below 16 px, (base, 2 base,
+    2 base) from 16 px on, one residual block per level; with `cond_dim > 0` a condition vector (B, cond_dim) enters
+    every residual block by `cond_mode` (zero-initialised projections, so it starts as the unconditioned net)."""
+    channels = (base_channels, 2 * base_channels) + ((2 * base_channels,) if image_size >= 16 else ())
+    return UNet2d(in_channels, channels=channels, cond_dim=cond_dim, cond_mode=cond_mode if cond_dim else "shared",
+                  norm_groups=min(8, base_channels), dropout=dropout)  # fmt: skip
+
+
+class CoreUNetField(nn.Module):
+    """A core `UNet2d` as a kit denoiser: forward(x=(B, C, H, W), t=(B,) core time, cond=(B, cond_dim) or None).
+
+    The UNet embeds core time directly (sinusoids of 1000 t, the diffusers timestep scale); class labels are not
+    taken (`y` must be None)."""
+
+    def __init__(self, net: UNet2d, *, schedule: DiscreteVP, prediction: Prediction = Prediction.EPSILON):
+        super().__init__()
+        self.net, self.schedule, self.prediction = net, schedule, Prediction.parse(prediction)
+
+    def forward(
+        self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor | None = None, cond: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """x: (B, C, H, W), t: (B,) core time, cond: (B, cond_dim) for a conditioned UNet -> (B, C, H, W)."""
+        if y is not None:
+            raise ValueError("y: a CoreUNetField takes no class labels (condition it through cond)")
+        return self.net(x=x, t=t, cond=cond)
 
 
 def tiny_dit(

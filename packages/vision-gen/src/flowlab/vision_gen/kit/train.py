@@ -18,7 +18,7 @@ from flowlab.core.losses import ddpm_loss
 from flowlab.core.schedules import DiscreteVP
 from flowlab.core.train import EMA, fit
 from flowlab.vision_gen.kit.data import digits_source, load_digits_images
-from flowlab.vision_gen.kit.nets import DiTField, UNetField, tiny_dit, tiny_unet
+from flowlab.vision_gen.kit.nets import CoreUNetField, DiTField, UNetField, core_unet, tiny_dit, tiny_unet
 
 __all__ = [
     "ARCHS",
@@ -29,8 +29,8 @@ __all__ = [
     "train_digits_denoiser",
 ]
 
-#: the denoiser backbones `train_digits_denoiser` builds
-ARCHS = ("unet", "dit")
+#: the denoiser backbones `train_digits_denoiser` builds: a diffusers UNet, the core DiT, the core UNet2d
+ARCHS = ("unet", "dit", "core_unet")
 #: seconds per training step of the 16x16 UNet with 32 base channels, batch 128, on the 2-core CPU machine
 #: (measured: 1500 steps in 549 s, cold `flowlab bench`)
 _STEP_SECONDS = 0.37
@@ -92,7 +92,9 @@ def digits_denoiser_artifact(config: DigitsDenoiserConfig) -> Artifact:
     )
 
 
-def digits_denoiser(config: DigitsDenoiserConfig, *, device: torch.device | str | None = None) -> UNetField | DiTField:
+def digits_denoiser(
+    config: DigitsDenoiserConfig, *, device: torch.device | str | None = None
+) -> UNetField | DiTField | CoreUNetField:
     """The trained teacher of `config` (EMA weights, eval mode) on `device` (default: the one it was trained on),
     built into the cache on the first call."""
     entry = ensure(digits_denoiser_artifact(config))
@@ -101,8 +103,10 @@ def digits_denoiser(config: DigitsDenoiserConfig, *, device: torch.device | str 
     return _for_inference(field.to(device or config.device))
 
 
-def _field(arch: str, size: int, channels: int, base_channels: int) -> UNetField | DiTField:
+def _field(arch: str, size: int, channels: int, base_channels: int) -> UNetField | DiTField | CoreUNetField:
     schedule = DiscreteVP.linear()
+    if arch == "core_unet":
+        return CoreUNetField(core_unet(size, channels, base_channels=base_channels), schedule=schedule)
     if arch == "dit":
         return DiTField(tiny_dit(size, channels, dim=2 * base_channels), schedule=schedule)
     return UNetField(tiny_unet(size, channels, base_channels=base_channels), schedule=schedule)
@@ -120,10 +124,11 @@ def train_digits_denoiser(
     dither: float = 0.0,
     device: torch.device | str = "cpu",
     progress: bool = False,
-) -> UNetField | DiTField:
+) -> UNetField | DiTField | CoreUNetField:
     """An epsilon-prediction tiny denoiser on `images` (N, C, S, S) in [-1, 1] with DiscreteVP.linear(); EMA weights.
 
-    arch "unet": `tiny_unet` with `base_channels`; "dit": `tiny_dit` (patch 2, width 2 base_channels, depth 4).
+    arch "unet": `tiny_unet` with `base_channels`; "dit": `tiny_dit` (patch 2, width 2 base_channels, depth 4);
+    "core_unet": the core `UNet2d` of `core_unet` with `base_channels`.
     dither: the std of fresh Gaussian noise added to every training batch, so the model learns images + N(0,
     dither² I), a density with full support. Upsampled digits span a 64-dim subspace of the 256 pixels, and a
     generator of such data shrinks the initial noise off it to the last grid noise level; latent watermarks need
