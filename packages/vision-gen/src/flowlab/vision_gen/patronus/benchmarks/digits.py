@@ -1,14 +1,11 @@
 """`vision.patronus.digits` (the headline): Patronus against a plain DDPM of the same UNet (the kit's shared
 `core_unet` digits denoiser artifact, trained by the same recipe) and a DiffAE-style global-latent model (same UNet,
-same conditioning, same prior), on the digits; a Patronus model trained on the planted-shortcut digits (a corner dot
-on every "0") for the shortcut diagnosis. Rows: digits-FD of reconstruction-conditioned (fd) and unconditional
+same conditioning, same prior), on the digits. Rows: digits-FD of reconstruction-conditioned (fd) and unconditional
 (fd_uncond) samples and their ratios to the plain DDPM's; linear-probe accuracy of the condition vector (class,
 closed loop, ink); "where" faithfulness (share of |Δx| inside the boosted prototype's receptive field, against
-random cells: the `random_patch` row, with a bootstrap interval of the gain); the shortcut diagnosis (the share of
-regenerated non-zero digits the kit's classifier calls "0" after boosting the dot prototype, minus before, on the
-shortcut model and on the clean model); prototype diversity. Plots: prototype patches, heat maps, activation over
-sampling, a manipulation strip and the shortcut strip, in the run's folder; every run's rows in
-`patronus_runs.json`."""
+random cells: the `random_patch` row, with a bootstrap interval of the gain); prototype diversity. Plots: prototype
+patches, heat maps, activation over sampling and a manipulation strip, in the run's folder; every run's rows in
+`patronus_runs.json`. The shortcut diagnosis is its own case (`shortcut`)."""
 
 from __future__ import annotations
 
@@ -33,24 +30,16 @@ from flowlab.vision_gen.patronus.evaluate import (
     prototype_diversity,
     sample_quality,
 )
-from flowlab.vision_gen.patronus.explain import (
-    dot_prototype,
-    emergence_curve,
-    localisation_score,
-    manipulate,
-    shortcut_shift,
-)
+from flowlab.vision_gen.patronus.explain import emergence_curve, localisation_score, manipulate
 from flowlab.vision_gen.patronus.model import ModelConfig, PatronusModel
 from flowlab.vision_gen.patronus.plots import emergence_plot, heat_map_grid, prototype_patches
 from flowlab.vision_gen.patronus.prior import PriorConfig, train_activation_prior
 from flowlab.vision_gen.patronus.train import TrainConfig, train_patronus
 
-__all__ = ["DIGITS", "DigitsBench"]
+__all__ = ["DIGITS", "FULL_MODEL", "DigitsBench", "ddpm_config"]
 
-#: the runs: ours on clean digits, the DiffAE baseline, ours on the shortcut digits, the plain DDPM (evaluated only)
-RUNS = ("patronus", "diffae", "patronus_shortcut", "ddpm")
-#: the shift towards "0" a boosted dot prototype must cause on the shortcut model (and exceed the clean model's by)
-FOUND = 0.1
+#: the runs: ours, the DiffAE baseline, the plain DDPM (evaluated only)
+RUNS = ("patronus", "diffae", "ddpm")
 
 
 @dataclass(frozen=True)
@@ -58,7 +47,7 @@ class DigitsBench(Config):
     """Every conditioned run is a `model` (variant per run) trained by `train` with the scenario's seed, with an
     activation prior trained by `prior`; the plain DDPM is the kit's `core_unet` denoiser of the same width trained
     by the same steps, batch and lr; quality from `n` test images / samples in `sample_steps` DDIM steps;
-    localisation and the shortcut diagnosis on `explain_n` validation digits; `extra_runs`: further Patronus runs
+    localisation on `explain_n` validation digits; `extra_runs`: further Patronus runs
     (e.g. "patronus_distinct", the distinctiveness loss at weight 0.1) for the diversity rows; up to `workers`
     processes."""
 
@@ -88,20 +77,16 @@ def ddpm_config(cfg: DigitsBench, device_type: str = "cpu") -> DigitsDenoiserCon
 
 
 def _explain(model: PatronusModel, cfg: DigitsBench, seed: int, out_dir: Path, tag: str) -> dict[str, float]:
-    """The interpretability rows of one Patronus model (and, for the clean model, its plots)."""
+    """The interpretability rows of one Patronus model (and, for ours, its plots)."""
     size = cfg.model.size
     train, val = load_digits_images(size, split="train"), load_digits_images(size, split="val")
     device = next(model.parameters()).device
     others = val.x[val.y != 0][: cfg.explain_n].to(device)
     noise = torch.randn(others.shape, generator=torch.Generator().manual_seed(seed + 7)).to(device)
-    biased = plant_shortcut(train).x.to(device)
-    target = conditions(model, biased).max(0).values
-    j, _ = dot_prototype(model, others)
-    shift, before, after = shortcut_shift(model, others, noise, j, float(target[j]), steps=cfg.sample_steps)
-    row = shift | {"dot_prototype": float(j)}
-    row |= prototype_diversity(model)
+    target = conditions(model, plant_shortcut(train).x.to(device)).max(0).values
+    row = prototype_diversity(model)
     if tag != "patronus":
-        return row | {"strip": torch.stack([before[:10], after[:10]]).cpu()}
+        return row
     loc = localisation_score(model, others, noise, target, steps=cfg.sample_steps, seed=seed)
     row |= {f"loc_{key}": value for key, value in loc.metrics.items()}
     heat_map_grid(out_dir / "patronus_where.png", loc.heat, loc.prototypes)
@@ -112,7 +97,7 @@ def _explain(model: PatronusModel, cfg: DigitsBench, seed: int, out_dir: Path, t
     scaled = manipulate(model, noise[:10], conditions(model, others[:10]), top, steps=cfg.sample_steps)
     strip_figure(out_dir / "patronus_manipulate.png",
                  {f"s_{top} x {c:g}": scaled[k] for k, c in enumerate((0, 0.5, 1, 2, 3))})  # fmt: skip
-    return row | {"strip": torch.stack([before[:10], after[:10]]).cpu(), "curve": curve}
+    return row | {"curve": curve}
 
 
 def _job(cfg: DigitsBench, seed: int, run: str, device: torch.device, out_dir: str) -> dict:
@@ -126,14 +111,12 @@ def _job(cfg: DigitsBench, seed: int, run: str, device: torch.device, out_dir: s
         return {"run": run, "metrics": ddpm_quality(field, n=cfg.n, size=size, steps=cfg.sample_steps, seed=seed)}
     variant = "diffae" if run == "diffae" else "patronus"
     model_config = replace(cfg.model, variant=variant, distinct_weight=0.1 if run == "patronus_distinct" else 0.0)
-    data = plant_shortcut(train) if run == "patronus_shortcut" else train
-    model = train_patronus(model_config, replace(cfg.train, seed=seed), data.x, device=device)
+    model = train_patronus(model_config, replace(cfg.train, seed=seed), train.x, device=device)
     row: dict = {"train_seconds": time.perf_counter() - start}
-    if run != "patronus_shortcut":
-        prior = train_activation_prior(conditions(model, train.x.to(device)), replace(cfg.prior, seed=seed),
-                                       device=device)  # fmt: skip
-        row |= sample_quality(model, prior, test.x[: cfg.n].to(device), steps=cfg.sample_steps, seed=seed)
-        row |= probe_scores(model, train, test)
+    prior = train_activation_prior(conditions(model, train.x.to(device)), replace(cfg.prior, seed=seed),
+                                   device=device)  # fmt: skip
+    row |= sample_quality(model, prior, test.x[: cfg.n].to(device), steps=cfg.sample_steps, seed=seed)
+    row |= probe_scores(model, train, test)
     if variant == "patronus":
         row |= _explain(model, cfg, seed, Path(out_dir), run)
     row["seconds"] = time.perf_counter() - start
@@ -147,29 +130,12 @@ def run_digits(ctx: BenchContext) -> BenchResult:
     outs = parallel_map(_job, [cfg] * k, [ctx.seed] * k, list(runs), [ctx.device] * k, [str(ctx.out_dir)] * k,
                         workers=cfg.workers)  # fmt: skip
     rows = {out["run"]: out["metrics"] for out in outs}
-    strips = {run: rows[run].pop("strip") for run in ("patronus", "patronus_shortcut")}
     curve = rows["patronus"].pop("curve")
-    for extra in cfg.extra_runs:
-        rows[extra].pop("strip")
-    strip_figure(ctx.out_dir / "patronus_shortcut.png", {
-        "shortcut model, regenerated": strips["patronus_shortcut"][0],
-        "shortcut model, dot prototype boosted": strips["patronus_shortcut"][1],
-        "clean model, regenerated": strips["patronus"][0],
-        "clean model, dot prototype boosted": strips["patronus"][1],
-    })  # fmt: skip
     (ctx.out_dir / "patronus_runs.json").write_text(json.dumps(outs, indent=1, default=float))
     ours = rows.pop("patronus")
-    shortcut = rows.pop("patronus_shortcut")
     ddpm = rows["ddpm"]
-    ours |= {"fd_ratio": ours["fd"] / ddpm["fd"], "fd_uncond_ratio": ours["fd_uncond"] / ddpm["fd"],
-             "shortcut_shift": shortcut["shift"], "shortcut_shift_clean": ours.pop("shift")}  # fmt: skip
-    for key in ("share_before", "share_after", "prob_before", "prob_after"):
-        ours.pop(key)
-    ours["shortcut_found"] = float(ours["shortcut_shift"] >= FOUND
-                                   and ours["shortcut_shift"] - ours["shortcut_shift_clean"] >= FOUND)  # fmt: skip
+    ours |= {"fd_ratio": ours["fd"] / ddpm["fd"], "fd_uncond_ratio": ours["fd_uncond"] / ddpm["fd"]}
     rows["random_patch"] = {"loc_inside": ours["loc_random"], "loc_inside_boosted": ours["loc_random"]}
-    keep = ("share_before", "share_after", "prob_before", "prob_after", "shift", "train_seconds")
-    rows["patronus_shortcut"] = {key: shortcut[key] for key in keep}
     steps = torch.arange(1, curve.shape[0] + 1).tolist()
     top = curve[-1].argsort(descending=True)[:6].tolist()
     return BenchResult(
@@ -181,9 +147,7 @@ def run_digits(ctx: BenchContext) -> BenchResult:
             "Patronus, CelebA [unverified]": {"probe_auroc": 0.87, "fid": 14.6},
             "DiffAE, CelebA [unverified]": {"probe_auroc": 0.80, "fid": 22.7},
         },
-        plots=tuple(
-            ctx.out_dir / f"patronus_{name}.png" for name in ("prototypes", "where", "when", "manipulate", "shortcut")
-        ),
+        plots=tuple(ctx.out_dir / f"patronus_{name}.png" for name in ("prototypes", "where", "when", "manipulate")),
         curves=(
             Curve(
                 "activation of x̂_0 along sampling",
@@ -199,9 +163,11 @@ def _artifacts(cfg: DigitsBench, device: torch.device):
     return (feature_net_artifact(), digits_denoiser_artifact(ddpm_config(cfg, device.type)))
 
 
+#: the full variants' model: 16x16 digits, m = 32
+FULL_MODEL = ModelConfig(size=16, num_prototypes=32, enc_channels=(32, 64, 64), enc_kernels=(3, 3, 1),
+                         enc_strides=(2, 1, 1), enc_paddings=(1, 0, 0), base_channels=32)  # fmt: skip
 _FULL = DigitsBench(
-    model=ModelConfig(size=16, num_prototypes=32, enc_channels=(32, 64, 64), enc_kernels=(3, 3, 1),
-                      enc_strides=(2, 1, 1), enc_paddings=(1, 0, 0), base_channels=32),
+    model=FULL_MODEL,
     train=TrainConfig(steps=20_000, batch_size=128, lr=1e-3),
     prior=PriorConfig(steps=5000),
     n=270,
@@ -236,13 +202,11 @@ DIGITS = Scenario(
         "loc_inside_boosted": "max",
         "loc_gain_boosted": "max",
         "loc_gain": "max",
-        "shortcut_shift": "max",
-        "shortcut_shift_clean": "min",
         "near_duplicates": "min",
     },
     description="8x8 digits, m = 16 prototypes: Patronus vs a plain DDPM of the same UNet and a DiffAE-style global "
     "latent; digits-FD (reconstruction-conditioned, unconditional via the activation prior), linear probes, "
-    "localisation vs random patches, the planted corner-dot shortcut found by boosting its prototype.",
+    "localisation vs random patches.",
     expected_seconds={"smoke": 15, "quick": 180, "full": 2400},
     headline=True,
     claim=Claim(
@@ -254,5 +218,3 @@ DIGITS = Scenario(
     ),
     requires=_artifacts,
 )
-
-SCENARIOS = (DIGITS,)
