@@ -67,3 +67,26 @@ def tiny_sn2():
         skip_epochs=0,
     )
     return replace(SN2_QUICK, sampler=replace(SN2_QUICK.sampler, asbs=asbs), walkers=2, md_steps=40, n_eval=16)
+
+
+@pytest.fixture(scope="session")
+def syncogen_vocab_dir() -> Path:
+    """The syncogen_vocabulary folder; the test is skipped when FLOWLAB_DATA does not hold it."""
+    data = root(required=False)
+    folder = None if data is None else data / "syncogen_vocabulary"
+    if folder is None or not (folder / "building_blocks.json").is_file():
+        pytest.skip(f"syncogen_vocabulary data set not found under FLOWLAB_DATA={data}")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def syncogen_tiny(syncogen_vocab_dir, tmp_path_factory):
+    """(vocabulary, a 40-molecule mini SynSpace built in one process into a private artifact cache, cache folder)."""
+    from flowlab.molecular.syncogen.space import SpaceConfig, load_space
+    from flowlab.molecular.syncogen.vocabulary import load_vocabulary
+
+    cache = tmp_path_factory.mktemp("syncogen_cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("FLOWLAB_CACHE", str(cache))
+        space = load_space(SpaceConfig(n_molecules=40, workers=1), vocab_folder=syncogen_vocab_dir)
+    return load_vocabulary(syncogen_vocab_dir), space, cache
