@@ -647,7 +647,8 @@ def test_sr_bad_inputs(sr, bad, marker):
 
 
 def test_every_command_meets_its_kinds(keys, student, posterior, mid, sr, bad):
-    assert uncovered_commands(app, _watermark_cases(keys, bad), KINDS) == []
+    # MOLM's `molm train|evaluate` have their own bad-input test (test_vision_gen_molm_cli.py)
+    assert [c for c in uncovered_commands(app, _watermark_cases(keys, bad), KINDS) if not c.startswith("molm ")] == []
     cases = _piflow_cases(student, bad) + _sfbd_cases(posterior, bad) + _cmt_cases(mid, bad) + _sr_cases(sr, bad)
     # commands whose bad inputs have their own test file (test_vision_gen_<x>_cli.py)
     own_file = ("promoe ", "dsa ", "patronus ")

@@ -9,5 +9,6 @@ from flowlab.vision_gen.pi_flow.benchmarks import SCENARIOS as PI_FLOW
 from flowlab.vision_gen.promoe.benchmarks import SCENARIOS as PROMOE
 from flowlab.vision_gen.sfbd_omni.benchmarks import SCENARIOS as SFBD_OMNI
 from flowlab.vision_gen.watermark.benchmarks import E2E, STATS
+from flowlab.vision_gen.watermark.molm.benchmarks import SCENARIOS as MOLM
 
-SCENARIOS = (TEACHERS, AUTOENCODER, STATS, E2E, *PI_FLOW, *SFBD_OMNI, *CMT, *GENDR_PIX, *PROMOE, *PATRONUS, *DSA)
+SCENARIOS = (TEACHERS, AUTOENCODER, STATS, E2E, *PI_FLOW, *SFBD_OMNI, *CMT, *GENDR_PIX, *PROMOE, *PATRONUS, *DSA, *MOLM)

@@ -1,5 +1,6 @@
 """Command groups of flowlab.vision_gen: `flowlab watermark` (the watermark family: Spherical Watermark with its
-baselines Gaussian Shading and Tree-Ring: keygen, embed, extract, generate, invert, attack, detect, evaluate) and
+baselines Gaussian Shading and Tree-Ring: keygen, embed, extract, generate, invert, attack, detect, evaluate; MOLM:
+`molm train|evaluate`) and
 `flowlab vision` (the other methods' groups: `piflow`, `sfbd`, `cmt`, `sr`, `promoe`, `patronus`, `dsa`, and
 `upscale`)."""
 
@@ -13,12 +14,14 @@ from flowlab.vision_gen.pi_flow import cli as pi_flow
 from flowlab.vision_gen.promoe import cli as promoe
 from flowlab.vision_gen.sfbd_omni import cli as sfbd
 from flowlab.vision_gen.watermark import cli as watermark
+from flowlab.vision_gen.watermark.molm import cli as molm
 
 app = typer.Typer(
     help="Latent watermarks for diffusion models: Spherical Watermark, Gaussian Shading, Tree-Ring.",
     no_args_is_help=True,
 )
 app.registered_commands += watermark.app.registered_commands
+app.add_typer(molm.app, name="molm")
 
 vision = typer.Typer(
     help="Vision generation methods: pi-Flow, SFBD-OMNI, CMT, GenDR-Pix super-resolution, ProMoE, Patronus, DSA.",

@@ -24,6 +24,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "flowlab.core.nets.family": ["DenoiserAsVelocity", "VelocityAsDenoiser", "rf_sigma", "rf_time"],
         "flowlab.core.nets.graph": ["knn_graph", "radius", "radius_graph"],
         "flowlab.core.nets.labels": ["check_labels", "drop_labels"],
+        "flowlab.core.nets.lora": ["RoutedLoRA", "attach_routed_lora"],
         "flowlab.core.nets.mlp": ["MLP", "ManifoldMLP", "TimeMLP", "zero_init"],
         "flowlab.core.nets.partial_attention": ["PartialAttention", "merge_partials", "partial_attention"],
         "flowlab.core.nets.seeding": ["seeded_init"],

@@ -14,8 +14,14 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "SMALL_SUITE",
             "STRENGTHS",
             "apply_suite",
+            "average_residual",
             "compose",
+            "forge",
             "parse_attack",
+            "pgd",
+            "regenerate",
+            "remove_residual",
+            "straight_through",
         ],
         "flowlab.vision_gen.kit.autoencoder": [
             "AutoencoderConfig",
@@ -58,6 +64,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "photo_split",
             "random_crops",
         ],
+        "flowlab.vision_gen.kit.perceptual": ["conv_features", "digits_perceptual"],
         "flowlab.vision_gen.kit.quality": [
             "ClassHistogram",
             "FDResult",

@@ -4,6 +4,12 @@ Random attacks take `generator=`; `compose(*attacks)` applies several in order; 
 "name" or "name@strength" (e.g. "jpeg@25"), each strength checked against its attack's range (`STRENGTHS`);
 `apply_suite(images, suite, generator=)` returns name -> images. `suite="small"` holds the strengths rescaled for
 8-32 px images.
+
+Beyond the registered transforms: `straight_through(attack)` makes any attack usable in training (its output
+forward, the identity's gradient backward: straight-through JPEG); `average_residual` / `remove_residual` /
+`forge` are the averaging attack on k watermarked images of one key and its forgery; `regenerate` noises images
+and re-denoises them with an epsilon-prediction diffusion model; `pgd` pushes images up a loss (e.g. a watermark
+extractor's) inside an L-infinity ball.
 """
 
 from __future__ import annotations
@@ -16,7 +22,20 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["ATTACKS", "SMALL_SUITE", "STRENGTHS", "apply_suite", "compose", "parse_attack"]
+__all__ = [
+    "ATTACKS",
+    "SMALL_SUITE",
+    "STRENGTHS",
+    "apply_suite",
+    "average_residual",
+    "compose",
+    "forge",
+    "parse_attack",
+    "pgd",
+    "regenerate",
+    "remove_residual",
+    "straight_through",
+]
 
 
 def gaussian_noise(x, std: float = 0.05, *, generator=None):
@@ -90,6 +109,8 @@ def random_crop(x, keep: float = 0.6, *, generator=None):
 
 def rotate(x, degrees: float = 15.0, *, generator=None):
     """Rotate by `degrees` (counter-clockwise) about the centre, bilinear, the corners filled with zero."""
+    if degrees % 360 == 0:
+        return x.clamp(0, 1)
     b, _, h, w = x.shape
     a = math.radians(degrees)
     cos, sin = math.cos(a), math.sin(a)
@@ -176,3 +197,96 @@ def apply_suite(
     """name -> attacked images for every spec of the suite ("small" = SMALL_SUITE); images (B, C, H, W) in [0, 1]."""
     specs = SMALL_SUITE if suite == "small" else tuple(suite)
     return {spec: parse_attack(spec)(images, generator=generator) for spec in specs}
+
+
+def straight_through(attack: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """`attack` for training: forward its output, backward the identity's gradient (x + (attack(x) - x).detach())."""
+
+    def through(x: torch.Tensor, *, generator: torch.Generator | None = None) -> torch.Tensor:
+        with torch.no_grad():
+            attacked = attack(x.detach(), generator=generator)
+        return x + (attacked - x.detach())
+
+    through.__name__ = f"straight_through({getattr(attack, '__name__', 'attack')})"
+    return through
+
+
+def _check_images(x: object, name: str) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor) or x.dim() != 4 or x.shape[0] < 1 or not x.is_floating_point():
+        raise ValueError(f"{name}: expected a floating (k, C, H, W) tensor with k >= 1")
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError(f"{name}: expected finite values")
+    return x
+
+
+def average_residual(watermarked: torch.Tensor, clean: torch.Tensor | None = None) -> torch.Tensor:
+    """The averaging attack's estimate of a key's watermark: mean of k watermarked images (k, C, H, W) of one key,
+    minus the mean of clean images (k', C, H, W) when given -> (1, C, H, W). With one image and no clean set it is
+    that image."""
+    mean = _check_images(watermarked, "watermarked").mean(0, keepdim=True)
+    if clean is None:
+        return mean
+    clean = _check_images(clean, "clean")
+    if clean.shape[1:] != watermarked.shape[1:]:
+        raise ValueError(f"clean: expected images of shape {tuple(watermarked.shape[1:])}, got {tuple(clean.shape)}")
+    return mean - clean.mean(0, keepdim=True)
+
+
+def remove_residual(x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    """Images (B, C, H, W) in [0, 1] with an estimated watermark residual (1, C, H, W) subtracted, clamped."""
+    return (x - residual).clamp(0, 1)
+
+
+def forge(x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    """Clean images (B, C, H, W) in [0, 1] with an estimated watermark residual (1, C, H, W) added, clamped: a
+    forgery attempt."""
+    return (x + residual).clamp(0, 1)
+
+
+def regenerate(
+    x: torch.Tensor,
+    denoiser: torch.nn.Module,
+    strength: float = 0.3,
+    *,
+    data_range: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
+    """Regeneration attack: images (B, C, H, W) in [0, 1], mapped to [-data_range, data_range], noised to core time
+    t = 1 - strength of `denoiser.schedule` (alpha_t x + sigma_t eps) and denoised in one Tweedie step with the
+    epsilon-prediction `denoiser(x_t, t)`; returned in [0, 1]."""
+    if not 0 < strength < 1:
+        raise ValueError(f"strength: expected a noise level in (0, 1), got {strength!r}")
+    x0 = (2 * x - 1) * data_range
+    t = torch.full((x.shape[0],), 1.0 - strength, dtype=torch.float64, device=x.device)
+    coef = denoiser.schedule(t)
+    alpha, sigma = (c.to(x.dtype).view(-1, 1, 1, 1) for c in (coef.alpha, coef.sigma))
+    eps = torch.randn(x.shape, generator=generator, dtype=x.dtype).to(x.device)
+    xt = alpha * x0 + sigma * eps
+    with torch.no_grad():
+        x0_hat = (xt - sigma * denoiser(xt, t.to(x.dtype))) / alpha
+    return ((x0_hat / data_range + 1) / 2).clamp(0, 1)
+
+
+def pgd(
+    x: torch.Tensor,
+    loss: Callable[[torch.Tensor], torch.Tensor],
+    *,
+    eps: float = 0.03,
+    steps: int = 10,
+    step_size: float | None = None,
+) -> torch.Tensor:
+    """Projected gradient ascent on `loss(images) -> scalar` from images x (B, C, H, W) in [0, 1], each step a
+    signed-gradient move of `step_size` (default 2.5 eps / steps) projected onto the L-infinity ball of radius
+    `eps` around x and onto [0, 1]."""
+    if not (eps >= 0 and math.isfinite(eps)):
+        raise ValueError(f"eps: expected a finite radius >= 0, got {eps!r}")
+    if not (isinstance(steps, int) and steps >= 1):
+        raise ValueError(f"steps: expected a positive int, got {steps!r}")
+    size = 2.5 * eps / steps if step_size is None else step_size
+    x = x.detach()
+    adv = x.clone()
+    for _ in range(steps):
+        adv.requires_grad_(True)
+        (grad,) = torch.autograd.grad(loss(adv), adv)
+        adv = (adv.detach() + size * grad.sign()).clamp(x - eps, x + eps).clamp(0, 1)
+    return adv.detach()
