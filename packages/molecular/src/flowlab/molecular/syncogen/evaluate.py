@@ -143,7 +143,8 @@ def with_etkdg(generated: list[Generated], seed: int) -> list[Generated]:
 def strain(mol, max_iters: int = 1000) -> float:
     """MMFF94 strain (kcal/mol) of a heavy-atom conformer: hydrogens placed and relaxed with the heavy atoms fixed
     gives E_generated; a full local minimisation from there gives E_relaxed; strain = E_generated - E_relaxed (NaN
-    when MMFF has no parameters or coincident atoms leave no room for the hydrogens)."""
+    when MMFF has no parameters, coincident atoms leave no room for the hydrogens, or the minimiser's line search
+    fails on a broken geometry)."""
     from rdkit.Chem import AllChem
 
     chem, _ = _rdkit()
@@ -158,10 +159,13 @@ def strain(mol, max_iters: int = 1000) -> float:
     for atom in molh.GetAtoms():
         if atom.GetAtomicNum() > 1:
             ff.AddFixedPoint(atom.GetIdx())
-    ff.Minimize(maxIts=200)
-    generated = ff.CalcEnergy()
-    ff = AllChem.MMFFGetMoleculeForceField(molh, props)
-    ff.Minimize(maxIts=max_iters)
+    try:
+        ff.Minimize(maxIts=200)
+        generated = ff.CalcEnergy()
+        ff = AllChem.MMFFGetMoleculeForceField(molh, props)
+        ff.Minimize(maxIts=max_iters)
+    except RuntimeError:  # RDKit's BFGS invariant ("bad direction in linearSearch") on overlapping atoms
+        return math.nan
     return float(generated - ff.CalcEnergy())
 
 
