@@ -24,8 +24,6 @@ def _grid(n: int, ncol: int = 8) -> tuple[int, int]:
 def prototype_patches(path: str | os.PathLike[str], model: PatronusModel, images: torch.Tensor) -> None:
     """What each prototype learned: for every p_j, the image of `images` (N, 1, S, S) holding its closest patch,
     that patch's receptive field outlined, titled with j and the activation s_j there."""
-    from matplotlib.patches import Rectangle
-
     encoder = model.prototype_encoder
     with torch.inference_mode():
         out = encoder(images)
@@ -41,8 +39,8 @@ def prototype_patches(path: str | os.PathLike[str], model: PatronusModel, images
             ax.imshow(to_unit(images[i, 0]).cpu().numpy(), cmap="gray", vmin=0, vmax=1)
             cell = int(out.argmin_cell[i, j])
             r, c = encoder.receptive_field(divmod(cell, encoder.cells))
-            ax.add_patch(Rectangle((c.start - 0.5, r.start - 0.5), c.stop - c.start, r.stop - r.start, fill=False,
-                                   edgecolor="red", linewidth=1.5))  # fmt: skip
+            x0, x1, y0, y1 = c.start - 0.5, c.stop - 0.5, r.start - 0.5, r.stop - 0.5
+            ax.plot([x0, x1, x1, x0, x0], [y0, y0, y1, y1, y0], color="red", linewidth=1.5)
             ax.set_title(f"p{j}  s={float(out.s[i, j]):.1f}", fontsize=7)
 
 
