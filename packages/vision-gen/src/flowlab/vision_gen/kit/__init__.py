@@ -2,7 +2,7 @@
 shared digits models as cached artifacts (class-conditional rectified-flow, EDM and DDPM teachers, the watermark's
 UNet, the tiny autoencoder); diffusion sampling/inversion helpers; diffusers interoperability; the quality kit
 (digits-FD with its floor, PRDC, class histograms, PSNR/SSIM, image grids); the attack kit; planted shortcuts;
-linear probes and bootstrap intervals."""
+linear probes and bootstrap intervals; model folders on disk (safetensors + JSON)."""
 
 from flowlab.core.lazy import lazy_exports
 
@@ -80,6 +80,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         ],
         "flowlab.vision_gen.kit.sampling": ["batched", "generate", "invert_to_noise"],
         "flowlab.vision_gen.kit.shortcuts": ["corner_dot", "plant_shortcut"],
+        "flowlab.vision_gen.kit.store": ["load_weights", "read_config", "save_weights"],
         "flowlab.vision_gen.kit.stats": ["bootstrap_interval", "linear_probe_accuracy"],
         "flowlab.vision_gen.kit.teachers": [
             "FAMILIES",
