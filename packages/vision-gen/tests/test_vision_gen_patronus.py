@@ -159,6 +159,8 @@ def test_explanations_have_their_shapes(digits):
     assert loc.metrics["area"] == pytest.approx(9 / 64)  # 3x3 fields of the tiny encoder
     assert loc.metrics["gain_lo"] <= loc.metrics["gain"] <= loc.metrics["gain_hi"]
     assert loc.metrics["gain_boosted_lo"] <= loc.metrics["gain_boosted"] <= loc.metrics["gain_boosted_hi"]
+    unmoved = localisation_score(model, digits, noise, s.min(0).values, steps=3)  # no boost: nothing changes
+    assert unmoved.metrics == {"area": loc.metrics["area"], "n": 0}
     j, rise = dot_prototype(model, digits)
     assert rise.shape == (4,) and j == int(rise.argmax())
     metrics, before, after = shortcut_shift(model, digits, noise, j, 9.0, steps=2)

@@ -241,16 +241,17 @@ def run_scaling(ctx: BenchContext) -> BenchResult:
 
 
 _SCALE_FULL = ScalingBench(world_sizes=(2, 4, 8), frames=16, grid=16, heads=8, head_dim=64, spatial_heads=6, repeats=10)
+_SCALE_SMOKE = replace(_SCALE_FULL, world_sizes=(2,), frames=4, grid=4, heads=2, head_dim=8, spatial_heads=1, repeats=1)
 SCALING = Scenario(
     name="vision.dsa.scaling",
     package="vision",
     method="dsa",
     run=run_scaling,
-    variants={"quick": replace(_SCALE_FULL, world_sizes=(2,), repeats=3), "full": _SCALE_FULL},
+    variants={"smoke": _SCALE_SMOKE, "quick": replace(_SCALE_FULL, world_sizes=(2,), repeats=3), "full": _SCALE_FULL},
     directions={"ms_w2": "min", "ms_w4": "min", "ms_w8": "min", "speedup_vs_usp_w4": "max", "speedup_vs_usp_w8": "max"},
     description="GPUs only (skipped with fewer than 2): one attention layer of 16 frames x 16 x 16 tokens under "
     "torchrun with NCCL, DSA (dynamic and naive schedules) vs ring, Ulysses and USP wall-clock at 2, 4, 8 GPUs.",
-    expected_seconds={"quick": 60, "full": 300},
+    expected_seconds={"smoke": 10, "quick": 60, "full": 300},
 )
 
 SCENARIOS = (EXACTNESS, SCALING)

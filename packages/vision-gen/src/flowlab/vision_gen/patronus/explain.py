@@ -121,7 +121,8 @@ def localisation_score(
 ) -> Localisation:  # fmt: skip
     """ "Where" faithfulness: for each image (B, 1, S, S) with its fixed noise x_T (B, 1, S, S) and each prototype j
     (default: all), regenerate with s_j raised to target[j] (target: (m,), e.g. the max of s_j over a reference set)
-    and compare with the unboosted regeneration; one batched sampling run for all (j, image) pairs."""
+    and compare with the unboosted regeneration; one batched sampling run for all (j, image) pairs. The shares are
+    over the pairs whose regeneration changed (`n` of them); with none, only "area" and "n" are reported."""
     encoder = model.prototype_encoder
     m = encoder.num_prototypes
     js = tuple(range(m)) if prototypes is None else tuple(_prototype_index(model, j) for j in prototypes)
@@ -147,9 +148,12 @@ def localisation_score(
 
     with torch.inference_mode():
         after = encoder(regen[b:]).argmin_cell.unflatten(0, (k, b))[torch.arange(k), :, index]  # (k, B)
+    metrics = {"area": float(masks.float().mean()), "n": int(changed.sum())}
+    if not bool(changed.any()):  # no boost moved any pixel: no share to report
+        return Localisation(metrics, delta.mean(1).cpu(), js)
     g = torch.Generator().manual_seed(seed)
     random = share(torch.randint(0, masks.shape[0], (n_random, k, b), generator=g).to(delta.device)).mean(0)
-    metrics = {"random": float(random[changed].mean()), "area": float(masks.float().mean()), "n": int(changed.sum())}
+    metrics["random"] = float(random[changed].mean())
     for name, cells in (("", out.argmin_cell[:, index].T), ("_boosted", after)):
         inside = share(cells)
         metrics[f"inside{name}"] = float(inside[changed].mean())

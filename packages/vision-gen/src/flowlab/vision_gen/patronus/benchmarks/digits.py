@@ -135,7 +135,8 @@ def run_digits(ctx: BenchContext) -> BenchResult:
     ours = rows.pop("patronus")
     ddpm = rows["ddpm"]
     ours |= {"fd_ratio": ours["fd"] / ddpm["fd"], "fd_uncond_ratio": ours["fd_uncond"] / ddpm["fd"]}
-    rows["random_patch"] = {"loc_inside": ours["loc_random"], "loc_inside_boosted": ours["loc_random"]}
+    if "loc_random" in ours:  # some boost moved pixels
+        rows["random_patch"] = {"loc_inside": ours["loc_random"], "loc_inside_boosted": ours["loc_random"]}
     steps = torch.arange(1, curve.shape[0] + 1).tolist()
     top = curve[-1].argsort(descending=True)[:6].tolist()
     return BenchResult(
