@@ -70,9 +70,10 @@ def test_train_sample_explain(trained, tmp_path):
         row = _json(_run("explain", "--checkpoint", str(trained), "--plot", str(png), "--what", what, "--n", "6",
                          "--steps", "2"))  # fmt: skip
         assert row["what"] == what and png.read_bytes()[:4] == b"\x89PNG"
-    assert {"inside", "random", "area"} <= set(_json(_run("explain", "--checkpoint", str(trained), "--plot",
-                                                          str(tmp_path / "w.png"), "--what", "where", "--n", "6",
-                                                          "--steps", "2")))  # fmt: skip
+    where = _json(_run("explain", "--checkpoint", str(trained), "--plot", str(tmp_path / "w.png"), "--what", "where",
+                       "--n", "6", "--steps", "2"))  # fmt: skip
+    # the shares are over the pairs a boost changed; a 3-step model may change none (n = 0, no shares)
+    assert {"area", "n"} <= set(where) and (where["n"] == 0 or {"inside", "random"} <= set(where))
 
 
 def test_diffae_and_shortcut_train(tmp_path):
