@@ -224,10 +224,10 @@ def test_model_folder_round_trip_and_bad_folders(trained, tmp_path, monkeypatch)
     with pytest.raises(ValueError, match="not a GenDR-Pix"):
         load_sr(tmp_path / "missing")
     (tmp_path / "stage2.safetensors").write_bytes(b"not weights")
-    with pytest.raises(ValueError, match="stage2 weights"):
+    with pytest.raises(ValueError, match=r"stage2\.safetensors does not hold"):
         load_sr(tmp_path, "stage2")
     (tmp_path / "config.json").write_text("{")
-    with pytest.raises(ValueError, match="not a GenDR-Pix config"):
+    with pytest.raises(ValueError, match="not a GenDR-Pix model folder config"):
         load_sr(tmp_path, "stage2")
     with pytest.raises(ValueError, match="names"):
         save_sr(tmp_path / "other", {"vae": two}, TINY)

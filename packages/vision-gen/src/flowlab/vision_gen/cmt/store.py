@@ -9,14 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
 
 from flowlab.vision_gen.cmt.meanflow import MeanFlowStudent, meanflow_student
 from flowlab.vision_gen.cmt.model import consistency_student
 from flowlab.vision_gen.cmt.train import Student
+from flowlab.vision_gen.kit.store import load_weights, read_config, save_weights
 from flowlab.vision_gen.kit.teachers import DigitsTeacher, TeacherConfig
 
 __all__ = ["load_student", "save_student"]
+
+FORMAT, VERSION = "flowlab.vision_gen.cmt", 1
 
 
 def save_student(folder: str | os.PathLike[str], student: Student, teacher: TeacherConfig,
@@ -25,10 +27,10 @@ def save_student(folder: str | os.PathLike[str], student: Student, teacher: Teac
     training configs as JSON values) into `folder` (created)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.detach().cpu().contiguous() for k, v in student.state_dict().items()},
-              folder / "student.safetensors")  # fmt: skip
+    save_weights(student, folder / "student.safetensors")
     kind = "meanflow" if isinstance(student, MeanFlowStudent) else "consistency"
-    meta = {"teacher": teacher.to_dict(), "kind": kind, "sigma_min": getattr(student, "sigma_min", None), **history}
+    meta = {"format": FORMAT, "version": VERSION, "teacher": teacher.to_dict(), "kind": kind,
+            "sigma_min": getattr(student, "sigma_min", None), **history}  # fmt: skip
     (folder / "config.json").write_text(json.dumps(meta, indent=2))
 
 
@@ -38,23 +40,19 @@ def load_student(
     """The student saved in `folder` (training mode, on `device`), its teacher's config and its history (with
     "kind": consistency or meanflow)."""
     folder = Path(folder)
-    for name in ("config.json", "student.safetensors"):
-        if not (folder / name).is_file():
-            raise ValueError(f"student: {folder} is not a saved CMT student (no {name})")
+    meta = read_config(folder, format=FORMAT, version=VERSION, files=("student.safetensors",), what="CMT student",
+                       command="flowlab vision cmt mid-train", name="student")  # fmt: skip
+    del meta["format"], meta["version"]
     try:
-        meta = json.loads((folder / "config.json").read_text())
         teacher = TeacherConfig.from_mapping(meta.pop("teacher"))
         sigma_min = meta.pop("sigma_min")
         if meta["kind"] not in ("consistency", "meanflow"):
             raise ValueError(f"unknown kind {meta['kind']!r}")
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+    except (KeyError, TypeError, ValueError) as err:
         raise ValueError(f"student: {folder / 'config.json'} is not a CMT student config ({err})") from err
     if meta["kind"] == "meanflow":
         student: Student = meanflow_student(DigitsTeacher(teacher), init="diffusion")
     else:
         student = consistency_student(DigitsTeacher(teacher), init="diffusion", sigma_min=float(sigma_min))
-    try:
-        student.load_state_dict(load_file(folder / "student.safetensors"))
-    except Exception as err:  # safetensors' own errors and shape mismatches
-        raise ValueError(f"student: {folder / 'student.safetensors'} does not hold this student's weights") from err
+    load_weights(student, folder / "student.safetensors", "student")
     return student.to(device), teacher, meta

@@ -40,6 +40,7 @@ def student_artifact(config: GenDRConfig = QUICK_RECIPE) -> Artifact:
         build=_build_student,
         config=config,
         inputs=tuple(photo_path(n) for n in photo_split()["train"]),
+        version=2,  # 2: the model folder's config.json carries the store's format tag
         expected_seconds=steps * _STEP_SECONDS * config.batch_size / 16 * (config.crop / 32) ** 2,
         description=f"GenDR-Pix x{config.scale} student, {steps} steps on the train photos",
     )

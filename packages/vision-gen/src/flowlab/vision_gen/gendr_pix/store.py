@@ -9,14 +9,15 @@ import os
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
 
 from flowlab.vision_gen.gendr_pix.model import GenDRConfig, LatentTeacher, PixelSR, SRNet, StageOne
+from flowlab.vision_gen.kit.store import load_weights, read_config, save_weights
 
 __all__ = ["MODEL_NAMES", "load_sr", "save_sr", "saved_models"]
 
 MODEL_NAMES = ("teacher", "stage1", "stage2")
+FORMAT, VERSION = "flowlab.vision_gen.gendr_pix", 1
 
 
 def save_sr(folder: str | os.PathLike[str], models: dict[str, nn.Module], config: GenDRConfig) -> Path:
@@ -34,20 +35,25 @@ def save_sr(folder: str | os.PathLike[str], models: dict[str, nn.Module], config
             raise ValueError(f"folder: {folder} holds models of another config; choose an empty folder")
         present |= set(meta["models"])
     for name, model in models.items():
-        weights = {k: v.detach().cpu().contiguous() for k, v in model.net.state_dict().items()}
-        save_file(weights, folder / f"{name}.safetensors")
-    meta = {"gendr_pix": config.to_dict(), "models": sorted(present, key=MODEL_NAMES.index)}
+        save_weights(model.net, folder / f"{name}.safetensors")
+    meta = {
+        "format": FORMAT,
+        "version": VERSION,
+        "gendr_pix": config.to_dict(),
+        "models": sorted(present, key=MODEL_NAMES.index),
+    }
     (folder / "config.json").write_text(json.dumps(meta, indent=2))
     return folder
 
 
 def _meta(folder: Path) -> dict:
+    meta = read_config(folder, format=FORMAT, version=VERSION, files=(), what="GenDR-Pix model folder",
+                       command="flowlab vision sr train-teacher", name="model")  # fmt: skip
     try:
-        meta = json.loads((folder / "config.json").read_text())
         GenDRConfig.from_mapping(meta["gendr_pix"])
         if not set(meta["models"]) <= set(MODEL_NAMES):
             raise ValueError(f"unknown models {meta['models']}")
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError, UnicodeDecodeError) as err:
+    except (KeyError, TypeError, ValueError) as err:
         raise ValueError(f"model: {folder / 'config.json'} is not a GenDR-Pix config ({err})") from err
     return meta
 
@@ -61,10 +67,7 @@ def saved_models(folder: str | os.PathLike[str]) -> list[str]:
 
 
 def _weights(folder: Path, name: str, net: SRNet) -> SRNet:
-    try:
-        net.load_state_dict(load_file(folder / f"{name}.safetensors"))
-    except Exception as err:  # safetensors' own errors, missing keys and shape mismatches
-        raise ValueError(f"model: {folder / (name + '.safetensors')} does not hold the {name} weights ({err})") from err
+    load_weights(net, folder / f"{name}.safetensors", "model")
     return net
 
 

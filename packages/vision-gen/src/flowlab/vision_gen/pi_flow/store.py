@@ -8,21 +8,22 @@ import os
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
 
+from flowlab.vision_gen.kit.store import load_weights, read_config, save_weights
 from flowlab.vision_gen.kit.teachers import DigitsTeacher, TeacherConfig
 from flowlab.vision_gen.pi_flow.model import PiFlowConfig, Student, digits_student
 
 __all__ = ["load_student", "save_student"]
+
+FORMAT, VERSION = "flowlab.vision_gen.pi_flow", 1
 
 
 def save_student(folder: str | os.PathLike[str], student: Student, config: PiFlowConfig, teacher: TeacherConfig):
     """Write the student of `config`, distilled from a teacher of `teacher`, into `folder` (created)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.detach().cpu().contiguous() for k, v in student.state_dict().items()},
-              folder / "student.safetensors")  # fmt: skip
-    meta = {"pi_flow": config.to_dict(), "teacher": teacher.to_dict()}
+    save_weights(student, folder / "student.safetensors")
+    meta = {"format": FORMAT, "version": VERSION, "pi_flow": config.to_dict(), "teacher": teacher.to_dict()}
     (folder / "config.json").write_text(json.dumps(meta, indent=2))
 
 
@@ -31,18 +32,13 @@ def load_student(
 ) -> tuple[Student, PiFlowConfig, TeacherConfig]:
     """The student saved in `folder` (eval mode, no grad, on `device`) with its two configs."""
     folder = Path(folder)
-    for name in ("config.json", "student.safetensors"):
-        if not (folder / name).is_file():
-            raise ValueError(f"student: {folder} is not a saved student (no {name})")
+    meta = read_config(folder, format=FORMAT, version=VERSION, files=("student.safetensors",), what="pi-Flow student",
+                       command="flowlab vision piflow distill", name="student")  # fmt: skip
     try:
-        meta = json.loads((folder / "config.json").read_text())
         config = PiFlowConfig.from_mapping(meta["pi_flow"])
         teacher_config = TeacherConfig.from_mapping(meta["teacher"])
-    except (json.JSONDecodeError, KeyError, TypeError) as err:
+    except (KeyError, TypeError, ValueError) as err:
         raise ValueError(f"student: {folder / 'config.json'} is not a pi-Flow student config ({err})") from err
     student = digits_student(config, DigitsTeacher(teacher_config))
-    try:
-        student.load_state_dict(load_file(folder / "student.safetensors"))
-    except Exception as err:  # safetensors' own errors and shape mismatches
-        raise ValueError(f"student: {folder / 'student.safetensors'} does not hold this student's weights") from err
+    load_weights(student, folder / "student.safetensors", "student")
     return student.to(device).eval().requires_grad_(False), config, teacher_config

@@ -15,13 +15,14 @@ from pathlib import Path
 import torch
 
 from flowlab.vision_gen.kit.autoencoder import AutoencoderConfig, tiny_autoencoder
+from flowlab.vision_gen.kit.store import load_weights, read_config, save_weights
 from flowlab.vision_gen.watermark.base import check_key_tensor, read_key_folder, write_key_folder
 from flowlab.vision_gen.watermark.molm.model import MolmConfig, MolmModel
 from flowlab.vision_gen.watermark.molm.train import TrainConfig
 
 __all__ = ["FORMAT", "load_molm", "load_molm_key", "save_molm", "save_molm_key"]
 
-FORMAT = "flowlab.molm"
+FORMAT, VERSION = "flowlab.molm", 1
 
 
 def save_molm(folder: str | os.PathLike[str], model: MolmModel, train: TrainConfig, ae: AutoencoderConfig) -> Path:
@@ -30,22 +31,20 @@ def save_molm(folder: str | os.PathLike[str], model: MolmModel, train: TrainConf
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    meta = {"format": FORMAT, "version": 1, "model": model.config.to_dict(), "train": train.to_dict(),
+    meta = {"format": FORMAT, "version": VERSION, "model": model.config.to_dict(), "train": train.to_dict(),
             "autoencoder": ae.to_dict()}  # fmt: skip
     (folder / "config.json").write_text(json.dumps(meta, indent=2))
     save_file({k: v.contiguous().cpu() for k, v in model.markers.adapter_state().items()},
               str(folder / "markers.safetensors"))  # fmt: skip
-    state = {k: v.contiguous().cpu() for k, v in model.extractor.state_dict().items()}
-    save_file(state, str(folder / "extractor.safetensors"))
+    save_weights(model.extractor, folder / "extractor.safetensors")
     return folder
 
 
-def _tensors(path: Path) -> dict[str, torch.Tensor]:
+def _markers(path: Path) -> dict[str, torch.Tensor]:
+    """The adapter tensors of a markers file (the markers load by name, `Markers.load_adapter_state`)."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    if not path.is_file():
-        raise FileNotFoundError(f"model: {path} is missing")
     try:
         return load_file(str(path))
     except (SafetensorError, OSError, RuntimeError) as err:
@@ -58,28 +57,17 @@ def load_molm(
     """(model in eval mode, its TrainConfig, the AutoencoderConfig of its decoder) from a `save_molm` folder; the
     autoencoder comes from the artifact cache (built on first use)."""
     folder = Path(folder)
-    if not (folder / "config.json").is_file():
-        raise FileNotFoundError(f"model: {folder} holds no config.json (not a MOLM model folder)")
-    try:
-        meta = json.loads((folder / "config.json").read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"model: {folder / 'config.json'} is not valid JSON ({err})") from err
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != 1:
-        raise ValueError(f"model: {folder / 'config.json'} is not a version-1 {FORMAT} file")
+    meta = read_config(folder, format=FORMAT, version=VERSION, files=("markers.safetensors", "extractor.safetensors"),
+                       what="MOLM model", command="flowlab watermark molm train", name="model")  # fmt: skip
     try:
         config = MolmConfig.from_mapping(meta["model"])
         train = TrainConfig.from_mapping(meta["train"])
         ae_config = AutoencoderConfig.from_mapping(meta["autoencoder"])
     except (KeyError, TypeError) as err:
         raise ValueError(f"model: {folder / 'config.json'} lacks a valid 'model', 'train' or 'autoencoder'") from err
-    markers, extractor = _tensors(folder / "markers.safetensors"), _tensors(folder / "extractor.safetensors")
     model = MolmModel(tiny_autoencoder(ae_config, device="cpu").decoder, config)
-    model.markers.load_adapter_state(markers)
-    want = model.extractor.state_dict()
-    bad = [k for k in want if k not in extractor or extractor[k].shape != want[k].shape]
-    if bad or set(extractor) != set(want):
-        raise ValueError(f"model: extractor.safetensors does not match the config (tensor {(bad or ['?'])[0]})")
-    model.extractor.load_state_dict(extractor)
+    model.markers.load_adapter_state(_markers(folder / "markers.safetensors"))
+    load_weights(model.extractor, folder / "extractor.safetensors", "model")
     return model.to(device).eval(), train, ae_config
 
 
