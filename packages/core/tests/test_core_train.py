@@ -707,3 +707,21 @@ def test_assert_same_tensors_compares_two_runs_bit_for_bit(tmp_path):
     (tmp_path / "b" / "ckpt" / "state.pt").rename(tmp_path / "b" / "ckpt" / "other.pt")
     with pytest.raises(AssertionError, match="different files"):
         assert_same_tensors(tmp_path / "a", tmp_path / "b", "**/*.pt")
+
+
+def test_train_settings_reject_each_bad_field_by_name_and_subclasses_keep_the_checks():
+    from dataclasses import dataclass
+
+    from flowlab.core.train import TrainSettings
+
+    @dataclass(frozen=True)
+    class Mine(TrainSettings):
+        steps: int = 7  # a redeclared default keeps the field's place and its check
+        width: int = 4
+
+    assert Mine().steps == 7 and Mine(lr=0.5).to_dict() == {"steps": 7, "batch_size": 64, "lr": 0.5,
+                                                            "ema_decay": 0.999, "seed": 0, "width": 4}  # fmt: skip
+    for field, value in (("steps", 0), ("batch_size", -1), ("lr", 0.0), ("lr", float("inf")), ("lr", float("nan")),
+                         ("ema_decay", 1.0), ("ema_decay", -0.1), ("seed", -1), ("seed", 2**63)):  # fmt: skip
+        with pytest.raises(ValueError, match=f"^{field}: "):
+            Mine(**{field: value})

@@ -1,6 +1,6 @@
 """Training: `fit` (accumulation, clipping, EMA, checkpoint/resume, progress, DDP under torchrun), `EMA`,
-tensor-only checkpoints, run folders that are never mixed (`claim_run`), the DDP helpers and `spawn_gloo` (local Gloo
-process groups for tests and benchmarks)."""
+tensor-only checkpoints, run folders that are never mixed (`claim_run`), the optimiser settings every training config
+shares (`TrainSettings`), the DDP helpers and `spawn_gloo` (local Gloo process groups for tests and benchmarks)."""
 
 from flowlab.core.lazy import lazy_exports
 
@@ -26,6 +26,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "flowlab.core.train.ema": ["EMA"],
         "flowlab.core.train.loop": ["FitResult", "LossFn", "StepInfo", "fit"],
         "flowlab.core.train.run_folder": ["RUN_FILE", "claim_run", "data_fingerprint"],
+        "flowlab.core.train.settings": ["TrainSettings"],
         "flowlab.core.train.spawn": ["RankError", "spawn_gloo"],
     },
 )

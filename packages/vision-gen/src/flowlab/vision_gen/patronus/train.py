@@ -6,13 +6,12 @@ one-cycle, EMA, checkpoint/resume, progress):
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 
 import torch
 
-from flowlab.core.config import Config
+from flowlab.core.train import TrainSettings
 from flowlab.vision_gen.kit.train import fit_with_ema
 from flowlab.vision_gen.patronus.model import ModelConfig, PatronusModel, patronus_model
 
@@ -20,27 +19,13 @@ __all__ = ["TrainConfig", "check_images", "patronus_loss", "train_patronus"]
 
 
 @dataclass(frozen=True)
-class TrainConfig(Config):
+class TrainConfig(TrainSettings):
     """`steps` Adam steps of `batch_size` images (one-cycle to `lr`, EMA `ema_decay`); `seed` draws the weights,
     batches, times and noise. The paper's lr is 1e-5; at 8x8 and a few thousand steps 1e-4 (a deviation)."""
 
     steps: int = 2000
     batch_size: int = 64
     lr: float = 1e-4
-    ema_decay: float = 0.999
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in ("steps", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}: expected an integer >= 1, got {getattr(self, name)}")
-        if not 0 < self.lr < math.inf:
-            raise ValueError(f"lr: expected a positive finite learning rate, got {self.lr}")
-        if not 0 <= self.ema_decay < 1:
-            raise ValueError(f"ema_decay: expected a value in [0, 1), got {self.ema_decay}")
-        if not 0 <= self.seed < 2**63:
-            raise ValueError(f"seed: expected an integer in [0, 2**63), got {self.seed}")
 
 
 def check_images(images: object, size: int, name: str = "images") -> torch.Tensor:

@@ -11,18 +11,17 @@ auxiliary losses (RCL, load balancing), already weighted, are added to it.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 
 import torch
 
-from flowlab.core.config import Config
 from flowlab.core.distributions import sample_times
 from flowlab.core.losses import ddpm_loss, flow_matching_loss
 from flowlab.core.nets.dit import DiT, DiTOutput
 from flowlab.core.paths import AffinePath
 from flowlab.core.schedules import CondOT, DiscreteVP
+from flowlab.core.train import TrainSettings
 from flowlab.vision_gen.kit.train import fit_with_ema
 from flowlab.vision_gen.promoe.model import ModelConfig, promoe_dit
 from flowlab.vision_gen.promoe.names import OBJECTIVES
@@ -31,30 +30,18 @@ __all__ = ["TrainConfig", "promoe_loss", "train_promoe"]
 
 
 @dataclass(frozen=True)
-class TrainConfig(Config):
+class TrainConfig(TrainSettings):
     """`steps` Adam steps of `batch_size` images (one-cycle to `lr`, EMA `ema_decay`) on `objective`; `seed` draws
     the weights, batches, times, noise and label dropout."""
 
-    objective: str = "rf"
     steps: int = 3000
     batch_size: int = 128
-    lr: float = 1e-3
-    ema_decay: float = 0.999
-    seed: int = 0
+    objective: str = "rf"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective: expected one of {OBJECTIVES}, got {self.objective!r}")
-        for name in ("steps", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}: expected an integer >= 1, got {getattr(self, name)}")
-        if not 0 < self.lr < math.inf:
-            raise ValueError(f"lr: expected a positive finite learning rate, got {self.lr}")
-        if not 0 <= self.ema_decay < 1:
-            raise ValueError(f"ema_decay: expected a value in [0, 1), got {self.ema_decay}")
-        if not 0 <= self.seed < 2**63:
-            raise ValueError(f"seed: expected an integer in [0, 2**63), got {self.seed}")
 
 
 class _Captured(torch.nn.Module):
