@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+import io
+from dataclasses import fields, replace
 
+import pytest
 import torch
 
 from flowlab.crowd_sim.envsocial_diff.model import EnvSocialConfig
-from flowlab.crowd_sim.envsocial_diff.objective import FrameBatch, concat, epsilon_loss, training_frames
+from flowlab.crowd_sim.envsocial_diff.objective import (
+    FrameBatch,
+    concat,
+    epsilon_loss,
+    pack_frames,
+    training_frames,
+    unpack_frames,
+)
 from flowlab.crowd_sim.envsocial_diff.simulator import EnvSocialDiff, scene_categories
 from flowlab.crowd_sim.envsocial_diff.train import calibrate
 
@@ -44,3 +53,22 @@ def test_loss_is_a_weighted_mean_drawn_from_the_generator(scene, crossing):
     loss = _loss(model, batch)[0]
     torch.testing.assert_close(_loss(model, replace(batch, weight=3 * batch.weight))[0], loss)
     assert torch.equal(_loss(model, batch)[0], loss) and not torch.equal(_loss(model, batch, seed=1)[0], loss)
+
+
+def test_packed_frames_survive_a_weights_only_round_trip_exactly(scene, crossing):
+    model = EnvSocialDiff(EnvSocialConfig(**SMALL).with_ablation("full", categories=scene_categories(scene)))
+    calibrate(model, [crossing])
+    frames = training_frames(model, scene, [crossing], stride=3)
+    assert len({f.inputs.num_nodes for f in frames}) > 1 and sum(f.inputs.edge_index.shape[1] for f in frames) > 0
+    buffer = io.BytesIO()
+    torch.save(pack_frames(frames), buffer)
+    buffer.seek(0)
+    back = unpack_frames(torch.load(buffer, weights_only=True))
+    assert len(back) == len(frames)
+    for a, b in zip(frames, back, strict=True):
+        for f in fields(a.inputs):
+            x, y = getattr(a.inputs, f.name), getattr(b.inputs, f.name)
+            assert x.dtype == y.dtype and torch.equal(x, y), f.name
+        assert torch.equal(a.target, b.target) and torch.equal(a.weight, b.weight)
+    with pytest.raises(ValueError, match=r"^frames: "):
+        pack_frames([])

@@ -42,6 +42,7 @@ __all__ = [
     "load_window",
     "present_range",
     "read_pedestrian_txt",
+    "scene_files",
     "write_pedestrian_txt",
 ]
 
@@ -255,6 +256,18 @@ class Scene:
     def metres_to_pixel(self, xy: torch.Tensor) -> torch.Tensor:
         """Metres xy: (..., 2) in the scene's frame -> (..., 2) image pixels (inverse of `pixel_to_metres`)."""
         return _apply_homography(torch.linalg.inv(self.homography), _check_points(xy, "xy"))
+
+
+def scene_files(name: str, root: str | Path | None = None, *, windows: str | Sequence[str] = "all") -> list[Path]:
+    """The files `load_scene(name, root, windows=windows)` reads: the scene constants, the annotation, the image
+    (where shipped) and the windows' CSVs (e.g. for the checksum of an artifact built from them)."""
+    if name not in SCENES:
+        raise ValueError(f"name: unknown scene {name!r}; expected one of {', '.join(map(repr, SCENES))}")
+    layout = _LAYOUTS[name]
+    image = [f"{name}/{layout.image}"] if layout.image else []
+    relative = ["scene_constants.json", f"{name}/{layout.annotation}", *image,
+                *(f"{name}/{w}.csv" for w in _window_names(name, windows))]  # fmt: skip
+    return [_data_file(r, root) for r in relative]
 
 
 def load_scene(

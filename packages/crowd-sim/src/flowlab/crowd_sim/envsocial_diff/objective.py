@@ -11,8 +11,8 @@ builds `FrameBatch`es of the same kind from the model's own rollouts.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -25,7 +25,16 @@ from flowlab.crowd_sim.envsocial_diff.simulator import EnvSocialDiff
 from flowlab.crowd_sim.geometry import to_ego
 from flowlab.crowd_sim.simulate import StepState, history_at, recorded_kinematics
 
-__all__ = ["FrameBatch", "concat", "epsilon_loss", "residual_target", "training_frames", "training_goals"]
+__all__ = [
+    "FrameBatch",
+    "concat",
+    "epsilon_loss",
+    "pack_frames",
+    "residual_target",
+    "training_frames",
+    "training_goals",
+    "unpack_frames",
+]
 
 
 @dataclass(frozen=True)
@@ -100,6 +109,43 @@ def concat(parts: Sequence[FrameBatch]) -> FrameBatch:
         torch.cat([p.target for p in parts]),
         torch.cat([p.weight for p in parts]),
     )
+
+
+def pack_frames(frames: Sequence[FrameBatch]) -> dict[str, torch.Tensor]:
+    """`frames` as a flat dict of tensors (for `torch.save` and a `weights_only` load): their `concat` and "sizes"
+    (F, 4) long, each frame's pedestrians, edges, environment tokens and lighting tokens. `unpack_frames` inverts it
+    exactly."""
+    if not frames:
+        raise ValueError("frames: expected at least one FrameBatch")
+    whole = concat(frames)
+    sizes = [[f.inputs.num_nodes, f.inputs.edge_index.shape[1], f.inputs.env.shape[1], f.inputs.light.shape[1]]
+             for f in frames]  # fmt: skip
+    packed = {f"inputs.{f.name}": getattr(whole.inputs, f.name) for f in fields(StepInputs)}
+    return packed | {"target": whole.target, "weight": whole.weight, "sizes": torch.tensor(sizes, dtype=torch.long)}
+
+
+def unpack_frames(packed: Mapping[str, torch.Tensor]) -> list[FrameBatch]:
+    """The frames of `pack_frames` (views into the packed tensors), each equal to the frame that was packed."""
+    sizes = packed["sizes"]
+    nodes = [0, *torch.cumsum(sizes[:, 0], 0).tolist()]
+    edges = [0, *torch.cumsum(sizes[:, 1], 0).tolist()]
+    tokens = {"env": 2, "env_category": 2, "env_mask": 2, "light": 3, "light_mask": 3}
+    frames = []
+    for i, row in enumerate(sizes.tolist()):
+        a, b, e0, e1 = nodes[i], nodes[i + 1], edges[i], edges[i + 1]
+        parts = {}
+        for f in fields(StepInputs):
+            x = packed[f"inputs.{f.name}"]
+            if f.name == "edge_index":
+                parts[f.name] = x[:, e0:e1] - a
+            elif f.name == "edge_attr":
+                parts[f.name] = x[e0:e1]
+            elif f.name in tokens:
+                parts[f.name] = x[a:b, : row[tokens[f.name]]]
+            else:
+                parts[f.name] = x[a:b]
+        frames.append(FrameBatch(StepInputs(**parts), packed["target"][a:b], packed["weight"][a:b]))
+    return frames
 
 
 def epsilon_loss(

@@ -161,7 +161,7 @@ def train(
         rollouts = _Rollouts(model, scene, list(windows), config)
 
         def rollout_loss(m, seeds: torch.Tensor, gen: torch.Generator):
-            return epsilon_loss(m, concat([rollouts(int(s)) for s in seeds]), gen, schedule)
+            return epsilon_loss(m, rollouts(seeds.tolist()), gen, schedule)
 
         result = fit(
             denoiser,
@@ -234,39 +234,50 @@ def train_best_of(
 
 
 class _Rollouts:
-    """Phase-2 samples: a model rollout of `horizon` frames from a random recorded frame (chosen by `seed`), with
-    the inputs and tracking targets of every rolled-out frame."""
+    """Phase-2 samples: one model rollout of `horizon` frames per seed, each from a random recorded frame of a
+    random training window (both chosen by its seed), all batched as one block-diagonal graph (one group per
+    rollout), with the inputs and tracking targets of every rolled-out frame."""
 
     def __init__(self, model: EnvSocialDiff, scene, windows, config: TrainConfig) -> None:
         self.model, self.scene, self.windows, self.config = model, scene, windows, config
         self.kin = [recorded_kinematics(w) for w in windows]
         self.env = model.environment(scene)  # the static scene features, computed once for every rollout
 
-    def __call__(self, seed: int) -> FrameBatch:
+    def __call__(self, seeds: Sequence[int]) -> FrameBatch:
         cfg, model = self.config, self.model
-        gen = torch.Generator(model.device).manual_seed(seed)
-        i = int(torch.randint(0, len(self.windows), (1,), generator=gen, device=model.device))
-        w, (p_rec, v_rec, _) = self.windows[i], self.kin[i]
-        H = cfg.horizon
-        t0 = int(torch.randint(0, w.num_frames - H - 2, (1,), generator=gen, device=model.device))
-        init = InitialStates.from_window(w, start=t0, history=model.config.features.history)
-        recorder = _Recorder(self, w, p_rec, v_rec, t0)
+        starts = [self._start(int(seed)) for seed in seeds]
+        init = InitialStates(*(torch.cat([s[0][k] for s in starts]) for k in range(5)))
+        groups = torch.cat([torch.full((s[0][0].shape[0],), g, dtype=torch.long) for g, s in enumerate(starts)])
+        recorder = _Recorder(self, *(torch.cat([s[k] for s in starts], dim=1) for k in (2, 3, 4, 5)))
         policy = model.policy(self.scene, sampler="ddim", sample_steps=cfg.finetune_sample_steps, env=self.env,
                               on_inputs=recorder.record)  # fmt: skip
+        gen = torch.Generator(model.device).manual_seed(int(seeds[0]))  # the batch's sampling noise
         with torch.no_grad():
             model.denoiser.eval()
-            simulate(
-                self.scene,
-                _only_present(init, t0),
-                self._goals(w, p_rec, v_rec, t0),
-                H,
-                model=policy,
-                start=t0,
-                generator=gen,
-                device=model.device,
-            )
+            simulate(self.scene, init, torch.cat([s[1] for s in starts]), cfg.horizon, model=policy, generator=gen,
+                     device=model.device, groups=groups)  # fmt: skip
             model.denoiser.train()
         return FrameBatch(StepInputs.cat(recorder.inputs), torch.cat(recorder.targets), torch.cat(recorder.weights))
+
+    def _start(self, seed: int) -> tuple:
+        """The rollout of `seed`, as rollout frame k = recorded frame t0 + k of the pedestrians present at t0:
+        (initial states entering at 0 and leaving at exit - t0, goals (P, 2), recorded positions (H, P, 2),
+        velocities (H, P, 2) and accelerations (H, P, 2) at the rollout frames, target validity (H, P))."""
+        H, device = self.config.horizon, self.model.device
+        gen = torch.Generator(device).manual_seed(seed)
+        i = int(torch.randint(0, len(self.windows), (1,), generator=gen, device=device))
+        w, (p_rec, v_rec, _) = self.windows[i], self.kin[i]
+        t0 = int(torch.randint(0, w.num_frames - H - 2, (1,), generator=gen, device=device))
+        init = InitialStates.from_window(w, start=t0, history=self.model.config.features.history)
+        present = (w.first_frame <= t0) & (w.last_frame >= t0)
+        states = (init.positions[present], init.velocities[present], init.history[present],
+                  torch.zeros_like(init.entry[present]), init.exit[present] - t0)  # fmt: skip
+        frames = slice(t0, t0 + H)
+        mask = w.mask[:, present]
+        valid = mask[frames] & mask[t0 + 1 : t0 + H + 1] & mask[t0 + 2 : t0 + H + 2]
+        a_rec = (v_rec[t0 + 1 : t0 + H + 1] - v_rec[frames]) / w.time_unit
+        goals = self._goals(w, p_rec, v_rec, t0)[present]
+        return states, goals, p_rec[frames, present], v_rec[frames, present], a_rec[:, present], valid
 
     def _goals(self, window, p_rec, v_rec, t0: int) -> torch.Tensor:
         """(P, 2): the goals of a rollout from recorded frame t0 under the model's goal model (constant-velocity
@@ -277,36 +288,26 @@ class _Rollouts:
         return constant_velocity_goals(p_rec[t0], v_rec[t0], config.goal_lookahead)
 
 
-def _only_present(init: InitialStates, t0: int) -> InitialStates:
-    """Pedestrians present at t0 only (those entering later are not part of a short rollout)."""
-    present = (init.entry == t0) & (init.exit >= t0)
-    exit_ = torch.where(present, init.exit, init.entry - 1)
-    return InitialStates(init.positions, init.velocities, init.history, init.entry, exit_)
-
-
 class _Recorder:
-    """A policy's `on_inputs` hook: at each rollout frame stores the inputs and tracking targets of the alive
-    pedestrians (one replica: the flat index is the pedestrian)."""
+    """A policy's `on_inputs` hook: at each rollout frame k stores the inputs and tracking targets of the alive
+    pedestrians (one replica: the flat index is the pedestrian). p_rec, v_rec, a_rec: (H, P, 2) recorded positions,
+    velocities and accelerations at the rollout frames; valid: (H, P) whether frame k has a target."""
 
-    def __init__(self, data: _Rollouts, window, p_rec, v_rec, t0: int) -> None:
-        self.data, self.w, self.p_rec, self.v_rec, self.t0 = data, window, p_rec, v_rec, t0
+    def __init__(self, data: _Rollouts, p_rec, v_rec, a_rec, valid) -> None:
+        self.data, self.p_rec, self.v_rec, self.a_rec, self.valid = data, p_rec, v_rec, a_rec, valid
         self.inputs, self.targets, self.weights = [], [], []
 
     def record(self, state: StepState, inputs: StepInputs, ped: torch.Tensor) -> None:
-        model, cfg, t = self.data.model, self.data.config, state.frame
-        if t + 2 >= self.w.num_frames:
-            return
-        mask = self.w.mask
-        valid = (mask[t] & mask[t + 1] & mask[t + 2])[ped.cpu()].float().to(model.device)
-        dev = model.device
+        model, cfg, k = self.data.model, self.data.config, state.frame
+        dev, rec = model.device, ped.cpu()
         p, v = state.positions[0, ped], state.velocities[0, ped]
-        a_rec = ((self.v_rec[t + 1] - self.v_rec[t]) / self.w.time_unit)[ped.cpu()].to(dev)
         T = cfg.tracking_time
-        a_star = a_rec + (self.v_rec[t, ped.cpu()].to(dev) - v) / T + (self.p_rec[t, ped.cpu()].to(dev) - p) / T**2
+        a_star = (self.a_rec[k, rec].to(dev) + (self.v_rec[k, rec].to(dev) - v) / T
+                  + (self.p_rec[k, rec].to(dev) - p) / T**2)  # fmt: skip
         norm = a_star.norm(dim=-1, keepdim=True)
         a_star = torch.where(norm > cfg.max_accel, a_star * cfg.max_accel / norm.clamp_min(1e-8), a_star)
         target = residual_target(model, inputs, a_star, state, ped)
-        weight = valid * cfg.decay ** (t - self.t0)
+        weight = self.valid[k, rec].float().to(dev) * cfg.decay**k
         self.inputs.append(inputs)
         self.targets.append(torch.where(weight[:, None] > 0, target, 0))
         self.weights.append(weight)

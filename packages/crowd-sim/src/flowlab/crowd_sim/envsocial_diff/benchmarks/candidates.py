@@ -1,31 +1,45 @@
 """The trained candidates of crowd.envsocial.{ucy,gc}: every (ablation, initialisation) trained and scored on the
-validation window in `parallel_map` workers, the best initialisation of each ablation kept."""
+validation window in `parallel_map` workers, the best initialisation of each ablation kept. The teacher-forcing
+frames every candidate of a scene shares are an artifact ("crowd.envsocial_frames"), built once."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from pathlib import Path
 
+import torch
+
+from flowlab.core.artifacts import Artifact, ensure
 from flowlab.core.bench import BenchContext, DataMissing, Timer, parallel_map, torch_threads
-from flowlab.crowd_sim.data import SPLITS, Window, load_scene
-from flowlab.crowd_sim.envsocial_diff.objective import training_frames
+from flowlab.core.config import Config
+from flowlab.crowd_sim.data import SPLITS, Window, load_scene, scene_files
+from flowlab.crowd_sim.envsocial_diff.model import EnvSocialConfig
+from flowlab.crowd_sim.envsocial_diff.objective import FrameBatch, pack_frames, training_frames, unpack_frames
 from flowlab.crowd_sim.envsocial_diff.settings import EnvSocialBench
 from flowlab.crowd_sim.envsocial_diff.simulator import EnvSocialDiff, scene_config
 from flowlab.crowd_sim.envsocial_diff.train import calibrate, train_best_of
 
-__all__ = ["case_window", "load_case_scene", "train_ablations"]
+__all__ = ["case_window", "frames_artifact", "load_case_scene", "train_ablations"]
+
+_USED = ("train", "val", "test")
+
+
+def _scene(scene_name: str, data_root: Path | str | None, window_frames: int | None):
+    if data_root is None:
+        raise DataMissing("crowds data set not found: FLOWLAB_DATA is not set - see the datasets README")
+    used = [w for split in _USED for w in SPLITS[scene_name][split]]
+    try:
+        scene = load_scene(scene_name, data_root, windows=used)
+    except FileNotFoundError as err:
+        raise DataMissing(f"crowds data set not found: {err}") from err
+    if window_frames is None:
+        return scene
+    return replace(scene, windows={k: w.subset(slice(window_frames)) for k, w in scene.windows.items()})
 
 
 def load_case_scene(ctx: BenchContext, scene_name: str):
     """The scene of a case with the windows it uses (train, val, test), each cut to `window_frames` (None: whole)."""
-    if ctx.data_root is None:
-        raise DataMissing("crowds data set not found: FLOWLAB_DATA is not set - see the datasets README")
-    n = ctx.config.window_frames
-    used = [w for split in ("train", "val", "test") for w in SPLITS[scene_name][split]]
-    try:
-        scene = load_scene(scene_name, ctx.data_root, windows=used)
-    except FileNotFoundError as err:
-        raise DataMissing(f"crowds data set not found: {err}") from err
-    return scene if n is None else replace(scene, windows={k: w.subset(slice(n)) for k, w in scene.windows.items()})
+    return _scene(scene_name, ctx.data_root, ctx.config.window_frames)
 
 
 def case_window(scene, split: str) -> Window:
@@ -33,22 +47,57 @@ def case_window(scene, split: str) -> Window:
     return scene.windows[SPLITS[scene.name][split][0]]
 
 
+@dataclass(frozen=True)
+class FramesBuild(Config):
+    """What the teacher-forcing frames of a scene depend on: the scene, the data root holding it, the window cut
+    (`window_frames`), the frame stride and the network settings the probe model is built from."""
+
+    scene: str
+    data_root: str
+    window_frames: int | None
+    frame_stride: int
+    model: EnvSocialConfig
+
+
+def _build_frames(build: FramesBuild, folder: Path) -> None:
+    """The teacher-forcing frames of the training windows (every branch's features; the denoiser masks what a
+    configuration turns off), computed on the CPU with one thread as a worker would, saved as frames.pt."""
+    with torch_threads(1):
+        scene = _scene(build.scene, build.data_root, build.window_frames)
+        windows = [scene.windows[n] for n in SPLITS[scene.name]["train"]]
+        probe = EnvSocialDiff(scene_config(build.model, "full", scene))
+        calibrate(probe, windows)
+        torch.save(pack_frames(training_frames(probe, scene, windows, stride=build.frame_stride)), folder / "frames.pt")
+
+
+def frames_artifact(cfg: EnvSocialBench, scene_name: str, data_root: Path | str) -> Artifact:
+    """The cached teacher-forcing frames of `scene_name`'s training windows under the settings `cfg`."""
+    build = FramesBuild(scene_name, str(Path(data_root).resolve()), cfg.window_frames, cfg.frame_stride, cfg.model)
+    files = scene_files(scene_name, data_root, windows="train")
+    what = f"EnvSocial-Diff teacher-forcing frames of {scene_name}'s training windows"
+    seconds = 12.0 if scene_name == "gc" else 4.0
+    return Artifact("crowd.envsocial_frames", _build_frames, build, inputs=files, expected_seconds=seconds,
+                    description=what)  # fmt: skip
+
+
 #: per process: (scene, training windows, validation window, teacher-forcing frames) of a (case, scene) key, so that
-#: a worker computes the frames once for all the candidates it trains
+#: a worker loads the frames once for all the candidates it trains
 _TRAINING_DATA: dict[tuple, tuple] = {}
 
 
 def _training_data(ctx: BenchContext, scene_name: str) -> tuple:
-    """The scene, its training and validation windows and the teacher-forcing frames every ablation shares (the
-    denoiser masks what a configuration turns off), computed once per process."""
+    """The scene, its training and validation windows and the teacher-forcing frames every ablation shares, read
+    from the artifact cache (built on first use) once per process."""
     cfg: EnvSocialBench = ctx.config
     key = (scene_name, str(ctx.data_root), cfg.window_frames, cfg.frame_stride, cfg.model, str(ctx.device))
     if key not in _TRAINING_DATA:
         scene = load_case_scene(ctx, scene_name)
         windows = [scene.windows[n] for n in SPLITS[scene.name]["train"]]
-        probe = EnvSocialDiff(scene_config(cfg.model, "full", scene), device=ctx.device)
-        calibrate(probe, windows)
-        frames = training_frames(probe, scene, windows, stride=cfg.frame_stride)
+        entry = ensure(frames_artifact(cfg, scene_name, ctx.data_root))
+        frames: list[FrameBatch] = unpack_frames(torch.load(entry.path / "frames.pt", weights_only=True))
+        if ctx.device.type != "cpu":
+            frames = [FrameBatch(f.inputs.to(ctx.device), f.target.to(ctx.device), f.weight.to(ctx.device))
+                      for f in frames]  # fmt: skip
         _TRAINING_DATA.clear()
         _TRAINING_DATA[key] = (scene, windows, case_window(scene, "val"), frames)
     return _TRAINING_DATA[key]

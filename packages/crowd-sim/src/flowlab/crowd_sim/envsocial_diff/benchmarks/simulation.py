@@ -31,7 +31,12 @@ from flowlab.core.bench import (
 )
 from flowlab.crowd_sim.data import SPLITS, Window
 from flowlab.crowd_sim.envsocial_diff.baselines import SocialForcePolicy, calibrate_social_force, constant_velocity
-from flowlab.crowd_sim.envsocial_diff.benchmarks.candidates import case_window, load_case_scene, train_ablations
+from flowlab.crowd_sim.envsocial_diff.benchmarks.candidates import (
+    case_window,
+    frames_artifact,
+    load_case_scene,
+    train_ablations,
+)
 from flowlab.crowd_sim.envsocial_diff.predict import evaluate_prediction
 from flowlab.crowd_sim.envsocial_diff.settings import FULL, QUICK, SMOKE, EnvSocialBench
 from flowlab.crowd_sim.envsocial_diff.simulator import EnvSocialDiff
@@ -231,9 +236,25 @@ _CLAIM = Claim(
 _SECONDS = {"ucy": {"smoke": 8, "quick": 180, "full": 3600}, "gc": {"smoke": 14, "quick": 300, "full": 5400}}
 
 
+def _frames(scene_name: str):
+    """The scenario's `requires`: the teacher-forcing frames of `scene_name` (none when the data are missing)."""
+
+    def requires(cfg: EnvSocialBench, device: torch.device) -> tuple:
+        from flowlab.datasets import root
+
+        data = root(required=False)
+        try:
+            return () if data is None else (frames_artifact(cfg, scene_name, data),)
+        except FileNotFoundError:
+            return ()
+
+    return requires
+
+
 def _scenario(
     name: str, run, description: str, seconds: Mapping[str, float], claim: Claim | None, quick: EnvSocialBench
 ) -> Scenario:
+    scene_name = "gc" if name.endswith(".gc") else "ucy_students03"
     return Scenario(
         name=name,
         package="crowd-sim",
@@ -246,6 +267,7 @@ def _scenario(
         expected_seconds=seconds,
         headline=claim is not None,
         claim=claim,
+        requires=_frames(scene_name),
     )
 
 
