@@ -27,6 +27,8 @@ def _imports(path: Path) -> set[str]:
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
+            if node.module == "flowlab":  # `from flowlab import datasets` imports flowlab.datasets
+                found |= {f"flowlab.{alias.name}" for alias in node.names}
     return found
 
 
