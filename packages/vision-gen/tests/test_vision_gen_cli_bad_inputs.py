@@ -651,5 +651,5 @@ def test_every_command_meets_its_kinds(keys, student, posterior, mid, sr, bad):
     assert [c for c in uncovered_commands(app, _watermark_cases(keys, bad), KINDS) if not c.startswith("molm ")] == []
     cases = _piflow_cases(student, bad) + _sfbd_cases(posterior, bad) + _cmt_cases(mid, bad) + _sr_cases(sr, bad)
     # commands whose bad inputs have their own test file (test_vision_gen_<x>_cli.py)
-    own_file = ("promoe ", "dsa ", "patronus ")
+    own_file = ("promoe ", "dsa ", "patronus ", "scene3d ")
     assert [c for c in uncovered_commands(vision, cases, VISION_KINDS) if not c.startswith(own_file)] == []

@@ -2,7 +2,8 @@
 shared digits models as cached artifacts (class-conditional rectified-flow, EDM and DDPM teachers, the watermark's
 UNet, the tiny autoencoder); diffusion sampling/inversion helpers; diffusers interoperability; the quality kit
 (digits-FD with its floor, PRDC, class histograms, PSNR/SSIM, image grids); the attack kit; planted shortcuts;
-linear probes and bootstrap intervals; model folders on disk (safetensors + JSON)."""
+linear probes and bootstrap intervals; model folders on disk (safetensors + JSON); cameras, a differentiable 3D
+Gaussian-splatting renderer and Gaussian fits to multi-view images."""
 
 from flowlab.core.lazy import lazy_exports
 
@@ -31,6 +32,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "tiny_autoencoder",
             "train_autoencoder",
         ],
+        "flowlab.vision_gen.kit.cameras": ["Cameras", "Rays", "orbit_cameras", "pixel_rays", "plucker"],
         "flowlab.vision_gen.kit.data": [
             "ImageSet",
             "digits_source",
@@ -39,6 +41,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "load_digits_images",
             "to_unit",
         ],
+        "flowlab.vision_gen.kit.gaussian_fit": ["GaussianFit", "fit_gaussians", "render_views"],
         "flowlab.vision_gen.kit.metrics": [
             "DigitsFeatureNet",
             "FeatureNetConfig",
@@ -79,7 +82,9 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "strip_figure",
         ],
         "flowlab.vision_gen.kit.sampling": ["batched", "generate", "invert_to_noise"],
+        "flowlab.vision_gen.kit.sharpness": ["high_frequency_energy"],
         "flowlab.vision_gen.kit.shortcuts": ["corner_dot", "plant_shortcut"],
+        "flowlab.vision_gen.kit.splatting": ["Gaussians", "Render", "gsplat_available", "render_gaussians"],
         "flowlab.vision_gen.kit.store": ["load_weights", "read_config", "save_weights"],
         "flowlab.vision_gen.kit.stats": ["bootstrap_interval", "linear_probe_accuracy"],
         "flowlab.vision_gen.kit.teachers": [
