@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import ot
 import torch
 
 from flowlab.core.manifolds.base import Manifold
@@ -43,6 +42,13 @@ Cost = str | Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | Manifold
 
 #: bound on the number of ambient coordinates materialised at once by the pairwise manifold distance
 _PAIRWISE_BLOCK = 1 << 22
+
+
+def _pot():
+    """POT, imported on first use: it imports scikit-learn, about 4 s of every process that imports this module."""
+    import ot
+
+    return ot
 
 
 @dataclass(frozen=True)
@@ -169,7 +175,7 @@ def _cost_numpy(x_0: torch.Tensor, x_1: torch.Tensor, cost: Cost) -> np.ndarray:
     with the squared Euclidean cost use POT's own `ot.dist`, so the plan is the one a direct POT call finds."""
     x_0, x_1 = x_0.detach().to(torch.float64), x_1.detach().to(torch.float64)
     if isinstance(cost, str) and x_0.device.type == "cpu":
-        return ot.dist(x_0.flatten(1).numpy(), x_1.flatten(1).numpy())
+        return _pot().dist(x_0.flatten(1).numpy(), x_1.flatten(1).numpy())
     with torch.no_grad():
         c = _cost(x_0, x_1, cost)
     return c.to("cpu").numpy()
@@ -275,7 +281,7 @@ class ExactOTCoupling(_OTCoupling):
         _check_pair_inputs(x_0, x_1)
         M = _cost_numpy(x_0, x_1, self.cost)
         a, b = np.full(M.shape[0], 1.0 / M.shape[0]), np.full(M.shape[1], 1.0 / M.shape[1])
-        return _as_plan(ot.emd(a, b, M, numItermax=self.num_iter_max), a, b, x_0.device)
+        return _as_plan(_pot().emd(a, b, M, numItermax=self.num_iter_max), a, b, x_0.device)
 
     def pair(self, x_0: torch.Tensor, x_1: torch.Tensor, *, generator: torch.Generator | None = None) -> CoupledBatch:
         """x_0, x_1: (B, ...) -> CoupledBatch(x_0, x_1[perm], arange(B), perm, cost); ignores `generator`."""
@@ -286,7 +292,7 @@ class ExactOTCoupling(_OTCoupling):
                 "use SampledOTCoupling to sample pairs from the plan with replacement"
             )
         M = _cost_numpy(x_0, x_1, self.cost)
-        G = ot.emd(np.empty(0), np.empty(0), M, numItermax=self.num_iter_max)  # empty weights = uniform
+        G = _pot().emd(np.empty(0), np.empty(0), M, numItermax=self.num_iter_max)  # empty weights = uniform
         perm = G.argmax(1)
         if np.bincount(perm, minlength=len(perm)).max() != 1:
             raise RuntimeError(
@@ -319,7 +325,7 @@ class SampledOTCoupling(_OTCoupling):
         _check_pair_inputs(x_0, x_1)
         M = _cost_numpy(x_0, x_1, self.cost)
         a, b = np.full(M.shape[0], 1.0 / M.shape[0]), np.full(M.shape[1], 1.0 / M.shape[1])
-        G = ot.emd(a, b, M, numItermax=self.num_iter_max)
+        G = _pot().emd(a, b, M, numItermax=self.num_iter_max)
         return _pairs_from_plan(G, M, x_0, x_1, n, generator)
 
 
@@ -348,7 +354,7 @@ class SinkhornCoupling(_OTCoupling):
     def _solve(self, M: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         a, b = np.full(M.shape[0], 1.0 / M.shape[0]), np.full(M.shape[1], 1.0 / M.shape[1])
         M_solve = _normalised(M) if self.normalize_cost else M
-        G = ot.sinkhorn(a, b, M_solve, self.reg, method=self.method, numItermax=self.num_iter_max)
+        G = _pot().sinkhorn(a, b, M_solve, self.reg, method=self.method, numItermax=self.num_iter_max)
         return G, a, b
 
     def plan(self, x_0: torch.Tensor, x_1: torch.Tensor) -> Plan:
@@ -461,7 +467,7 @@ class UnbalancedOTCoupling(_WithCost):
             M = _normalised(M)
         if self.reg == 0:
             return mm_unbalanced_kl(a, b, M, self.reg_m, num_iter_max=self.num_iter_max)
-        return ot.unbalanced.sinkhorn_unbalanced(a, b, M, self.reg, self.reg_m, numItermax=self.num_iter_max)
+        return _pot().unbalanced.sinkhorn_unbalanced(a, b, M, self.reg, self.reg_m, numItermax=self.num_iter_max)
 
     def plan(
         self,

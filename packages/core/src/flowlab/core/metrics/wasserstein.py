@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 
-import ot
 import torch
 
 from flowlab.core.couplings import cost_matrix
@@ -82,6 +81,8 @@ def wasserstein(
         return _quantile_cost(x.reshape(-1, 1), y.reshape(-1, 1), p)[0].pow(1 / p)
     M = _ground_cost(x, y, p, manifold)
     wa, wb = _weights(a, x.shape[0], M, "a"), _weights(b, y.shape[0], M, "b")
+    import ot  # POT imports scikit-learn (about 4 s): only where it solves
+
     return ot.emd2(wa, wb, M, numItermax=num_iter_max).pow(1 / p)
 
 
@@ -106,6 +107,8 @@ def sinkhorn_distance(
     check_choice(method, ("sinkhorn", "sinkhorn_log", "sinkhorn_stabilized"), "method")
     M = _ground_cost(x, y, p, manifold)
     wa, wb = _weights(a, x.shape[0], M, "a"), _weights(b, y.shape[0], M, "b")
+    import ot
+
     return ot.sinkhorn2(wa, wb, M, reg, method=method, numItermax=num_iter_max).pow(1 / p)
 
 
