@@ -608,6 +608,28 @@ def test_parallel_map_gives_the_in_process_results_and_checks_workers():
         parallel_map(pow, [2], [3], workers=0)
 
 
+def test_a_worker_pool_serves_several_parallel_maps_in_the_same_processes():
+    import multiprocessing
+    import os
+    from pathlib import Path
+
+    from flowlab.core.bench import parallel_map, worker_pool
+
+    with worker_pool(2) as pool:
+        if pool is None:  # a one-core machine: parallel_map runs in this process
+            assert parallel_map(pow, [2, 3], [3, 2], workers=2) == [8, 9]
+            return
+        if not Path("/proc/self").exists():
+            pytest.skip("needs /proc/self to read a worker's pid")
+        pids = set(parallel_map(os.readlink, ["/proc/self"] * 8, workers=2, pool=pool))
+        pids |= set(parallel_map(os.readlink, ["/proc/self"] * 8, workers=2, pool=pool))
+        assert parallel_map(pow, [2, 3, 4], [3, 2, 1], workers=2, pool=pool) == [8, 9, 4]
+        alive = {str(p.pid) for p in multiprocessing.active_children()}  # a pool of parallel_map's own has exited
+    assert pids <= alive and len(alive) <= 2 and str(os.getpid()) not in pids
+    with pytest.raises(ValueError, match="workers"), worker_pool(0):
+        pass
+
+
 class _NotATensor:
     """A class a weights-only load must refuse (pickling it would run arbitrary code on load)."""
 

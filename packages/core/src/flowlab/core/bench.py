@@ -39,6 +39,7 @@ __all__ = [
     "seeded_worker",
     "torch_threads",
     "warm_up_torch",
+    "worker_pool",
 ]
 
 PACKAGE_PREFIXES = ("core", "vision", "mol", "rl", "bio", "crowd", "trust", "tools")
@@ -250,21 +251,43 @@ def torch_threads(n: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def parallel_map(fn: Callable[..., Any], *iterables: Iterable[Any], workers: int) -> list[Any]:
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+@contextmanager
+def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
+    """Up to `workers` spawned processes (capped by the CPU cores) for several `parallel_map` calls in a row, so
+    that the processes start and import once; None when the cap is 1 (`parallel_map` then runs in this process)."""
+    if int(workers) < 1:
+        raise ValueError(f"workers: expected >= 1, got {workers}")
+    n = min(int(workers), _cores())
+    if n == 1:
+        yield None
+        return
+    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
+        yield pool
+
+
+def parallel_map(
+    fn: Callable[..., Any], *iterables: Iterable[Any], workers: int, pool: ProcessPoolExecutor | None = None
+) -> list[Any]:
     """[fn(*args) for args in zip(*iterables)], in up to `workers` spawned processes (capped by the number of
-    jobs and the CPU cores this process may use), or in this process with one torch thread when that cap is 1. `fn`
-    and its arguments must pickle (a module-level function; no torch.Generator), and each job should seed itself so
-    both paths give the same result."""
+    jobs and the CPU cores this process may use), or in this process with one torch thread when that cap is 1.
+    `pool` (from `worker_pool`): run the jobs in its processes instead of starting new ones. `fn` and its arguments
+    must pickle (a module-level function; no torch.Generator), and each job should seed itself so both paths give
+    the same result."""
     if int(workers) < 1:
         raise ValueError(f"workers: expected >= 1, got {workers}")
     jobs = list(zip(*iterables, strict=True))
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    n = max(1, min(len(jobs), int(workers), cores))
-    if n == 1:
+    n = max(1, min(len(jobs), int(workers), _cores()))
+    if n == 1 or not jobs:
         with torch_threads(1):
             return [fn(*args) for args in jobs]
-    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
+    if pool is not None:
         return list(pool.map(fn, *zip(*jobs, strict=True)))
+    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as fresh:
+        return list(fresh.map(fn, *zip(*jobs, strict=True)))
 
 
 def name_seed(seed: int, name: str) -> int:

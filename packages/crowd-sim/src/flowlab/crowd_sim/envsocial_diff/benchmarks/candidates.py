@@ -4,6 +4,7 @@ frames every candidate of a scene shares are an artifact ("crowd.envsocial_frame
 
 from __future__ import annotations
 
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -126,15 +127,17 @@ def _candidate(ctx: BenchContext, scene_name: str, ablation: str, seed: int) -> 
     return {"state": state, "scale": model.scale, "val_mae": score[0], "seconds": tm.seconds}
 
 
-def train_ablations(ctx: BenchContext, scene, ablations: list[str]) -> dict[str, tuple]:
+def train_ablations(
+    ctx: BenchContext, scene, ablations: list[str], pool: ProcessPoolExecutor | None = None
+) -> dict[str, tuple]:
     """Every ablation's best of `inits` initialisations by validation-window MAE: {ablation: (model, metrics)}.
-    The candidates train in `workers` processes (one torch thread each); the initialisation seeds do not depend on
-    the order or the process."""
+    The candidates train in `workers` processes (one torch thread each; `pool`: those of a `worker_pool`); the
+    initialisation seeds do not depend on the order or the process."""
     cfg: EnvSocialBench = ctx.config
     jobs = [(a, ctx.seed * 1000 + 10 * i + j) for i, a in enumerate(ablations) for j in range(cfg.inits)]
     names, seeds = [a for a, _ in jobs], [s for _, s in jobs]
     results = parallel_map(_candidate, [replace(ctx, generator=None)] * len(jobs), [scene.name] * len(jobs), names,
-                           seeds, workers=cfg.workers)  # fmt: skip
+                           seeds, workers=cfg.workers, pool=pool)  # fmt: skip
     out = {}
     for ablation in ablations:
         mine = [r for name, r in zip(names, results, strict=True) if name == ablation]

@@ -28,6 +28,7 @@ from flowlab.core.bench import (
     Timer,
     parallel_map,
     torch_threads,
+    worker_pool,
 )
 from flowlab.crowd_sim.data import SPLITS, Window
 from flowlab.crowd_sim.envsocial_diff.baselines import SocialForcePolicy, calibrate_social_force, constant_velocity
@@ -158,21 +159,23 @@ def _run(ctx: BenchContext, scene_name: str) -> BenchResult:
     cfg: EnvSocialBench = ctx.config
     scene = load_case_scene(ctx, scene_name)
     ablations = ["full", "spdiff", *(a for a in cfg.ablations if scene.image is not None or a != "lighting")]
-    with Timer(ctx.device) as tm:
-        trained = train_ablations(ctx, scene, ablations)
-    # the windows the evaluation reads, so that a worker receives a small scene
-    used = {SPLITS[scene.name]["train"][0], SPLITS[scene.name]["test"][0]}
-    slim = replace(scene, windows={k: w for k, w in scene.windows.items() if k in used})
-    full = trained["full"][0]
-    # longest first, so that the two workers finish together (idle GC, seconds: prediction 27, a rollout 11-15,
-    # SFM 6, speed 4, constant velocity 3)
-    jobs = {"prediction": ("prediction", 0, full)}
-    jobs |= {a: ("rollout", 100 + i, trained[a][0]) for i, a in enumerate(ablations)}
-    jobs |= {"SFM": ("SFM", 200, None), "speed": ("speed", 0, full)}
-    jobs["ConstantVelocity"] = ("ConstantVelocity", 200, None)
-    kinds, offsets, models = zip(*jobs.values(), strict=True)
-    done = dict(zip(jobs, parallel_map(_evaluate, [replace(ctx, generator=None)] * len(jobs), [slim] * len(jobs),
-                                       kinds, offsets, models, workers=cfg.workers), strict=True))  # fmt: skip
+    with worker_pool(cfg.workers) as pool:  # one set of processes for training and evaluation
+        with Timer(ctx.device) as tm:
+            trained = train_ablations(ctx, scene, ablations, pool)
+        # the windows the evaluation reads, so that a worker receives a small scene
+        used = {SPLITS[scene.name]["train"][0], SPLITS[scene.name]["test"][0]}
+        slim = replace(scene, windows={k: w for k, w in scene.windows.items() if k in used})
+        full = trained["full"][0]
+        # longest first, so that the two workers finish together (idle GC, seconds: prediction 27, a rollout 11-15,
+        # SFM 6, speed 4, constant velocity 3)
+        jobs = {"prediction": ("prediction", 0, full)}
+        jobs |= {a: ("rollout", 100 + i, trained[a][0]) for i, a in enumerate(ablations)}
+        jobs |= {"SFM": ("SFM", 200, None), "speed": ("speed", 0, full)}
+        jobs["ConstantVelocity"] = ("ConstantVelocity", 200, None)
+        kinds, offsets, models = zip(*jobs.values(), strict=True)
+        contexts, scenes = [replace(ctx, generator=None)] * len(jobs), [slim] * len(jobs)
+        results = parallel_map(_evaluate, contexts, scenes, kinds, offsets, models, workers=cfg.workers, pool=pool)
+        done = dict(zip(jobs, results, strict=True))
     metrics = {name: dict(done[name]["metrics"]) for name in (*ablations, "SFM", "ConstantVelocity")}
     for ablation in ablations:
         metrics[ablation].update(trained[ablation][1])
