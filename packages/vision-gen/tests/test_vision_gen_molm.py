@@ -16,6 +16,7 @@ from flowlab.vision_gen.kit.metrics import DigitsFeatureNet
 from flowlab.vision_gen.watermark.base import write_key_folder
 from flowlab.vision_gen.watermark.molm.markers import MarkerSet, autoencoder_kl_blocks, key_to_routes, routes_to_key
 from flowlab.vision_gen.watermark.molm.model import MolmConfig, MolmModel, key_split, sample_keys
+from flowlab.vision_gen.watermark.molm.objective import forgery_loss
 from flowlab.vision_gen.watermark.molm.store import load_molm_key, save_molm_key
 from flowlab.vision_gen.watermark.molm.train import TrainConfig, train_molm
 
@@ -155,6 +156,23 @@ def test_bad_configs_are_named(kwargs, name):
         MolmConfig(**kwargs)
     with pytest.raises(ValueError, match="lr"):
         TrainConfig(lr=float("nan"))
+
+
+def test_the_forgery_term_is_zero_for_an_extractor_that_reads_nothing_and_reaches_the_markers():
+    gen = torch.Generator().manual_seed(0)
+    marked, clean, others = (torch.rand(n, 1, 8, 8, generator=gen) * 2 - 1 for n in (4, 4, 6))
+    silent = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 8))
+    torch.nn.init.zeros_(silent[1].weight), torch.nn.init.zeros_(silent[1].bias)
+    assert forgery_loss(silent, marked, clean, others).abs() < 1e-6
+    reader = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 8))
+    marked.requires_grad_(True)
+    loss = forgery_loss(reader, marked, clean, others)
+    loss.backward()
+    assert loss > 0 and marked.grad.abs().sum() > 0  # the forged images carry the pool's residual
+    for kwargs, name in (({"forgery_weight": -1.0}, "forgery_weight"), ({"forgery_weight": 1.0, "forgery_pool": 1},
+                         "forgery_pool"), ({"forgery_weight": 1.0, "forgery_pool": 64}, "forgery_pool")):  # fmt: skip
+        with pytest.raises(ValueError, match=name):
+            TrainConfig(**kwargs)
 
 
 def test_bad_latents_are_named():

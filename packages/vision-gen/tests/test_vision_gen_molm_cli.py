@@ -107,6 +107,8 @@ def _cases(trained: Path, tmp: Path) -> list[BadInput]:
         BadInput("type", train("--steps", "many"), ["--steps"]),
         BadInput("nan", train("--lr", "nan"), ["--lr"]),
         BadInput("nan", train("--lam", "inf"), ["--lam"]),
+        BadInput("nan", train("--forgery-weight", "nan"), ["--forgery-weight"]),
+        BadInput("range", train("--forgery-weight", "1", "--batch-size", "8"), ["--batch-size"]),
         BadInput("choice", train("--device", "gpu"), ["--device"]),
         BadInput("mixing", ["molm", "train", "--out", str(trained), *TINY, "--steps", "3"], ["--out"]),
         BadInput("missing_file", evaluate(checkpoint=tmp / "nowhere"), ["--checkpoint"]),

@@ -36,6 +36,9 @@ def train(
     batch_size: Annotated[int, typer.Option(help="Latents per step.")] = 64,
     lr: Annotated[float, typer.Option(help="Peak Adam learning rate (one-cycle).")] = 2e-3,
     lam: Annotated[float, typer.Option(help="Weight of the perceptual (imperceptibility) loss.")] = 1.0,
+    forgery_weight: Annotated[
+        float, typer.Option(help="Weight of the anti-forgery term (0: off, the paper's objective; see RESULTS.md).")
+    ] = 0.0,
     adapters: Annotated[int, typer.Option(help="LoRA adapters per block (a power of two: log2 key bits each).")] = 4,
     rank: Annotated[int, typer.Option(help="Adapter rank.")] = 4,
     ae_steps: Annotated[int, typer.Option(help="Training steps of the kit autoencoder artifact to mark.")] = 600,
@@ -45,8 +48,9 @@ def train(
     resume: Annotated[bool, typer.Option(help=RESUME_HELP)] = False,
 ) -> None:
     """Train the markers and extractor on the digits train split; --resume continues from OUT/ckpt."""
-    if not math.isfinite(lr) or not math.isfinite(lam):
-        raise typer.BadParameter("expected a finite number", param_hint="--lr" if not math.isfinite(lr) else "--lam")
+    for value, hint in ((lr, "--lr"), (lam, "--lam"), (forgery_weight, "--forgery-weight")):
+        if not math.isfinite(value):
+            raise typer.BadParameter("expected a finite number", param_hint=hint)
     if adapters < 2 or adapters & (adapters - 1):
         raise typer.BadParameter(f"expected a power of two >= 2, got {adapters}", param_hint="--adapters")
     if ae_steps < 1:
@@ -59,10 +63,13 @@ def train(
     seed = seed % 2**63
     try:
         model_config = MolmConfig(num_adapters=adapters, rank=rank)
-        config = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, lam=lam, seed=seed, split_seed=seed)
+        config = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, lam=lam, seed=seed, split_seed=seed,
+                             forgery_weight=forgery_weight)  # fmt: skip
         ae_config = AutoencoderConfig(steps=ae_steps)
     except ValueError as err:
-        raise option_error(err, {"num_adapters": "--adapters", "steps": "--steps"}) from err
+        raise option_error(
+            err, {"num_adapters": "--adapters", "steps": "--steps", "forgery_pool": "--batch-size"}
+        ) from err
     spec = {"command": "watermark molm train", "model": model_config.to_dict(), "train": config.to_dict(),
             "autoencoder": ae_config.to_dict()}  # fmt: skip
     claim_run_option(out, spec, overwrite=overwrite, resume=resume)

@@ -5,16 +5,17 @@ digits perceptual distance to the clean decode). The training attacks are differ
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 
-from flowlab.vision_gen.kit.attacks import parse_attack, straight_through
+from flowlab.vision_gen.kit.attacks import average_residual, forge, parse_attack, straight_through
 from flowlab.vision_gen.kit.metrics import DigitsFeatureNet
 from flowlab.vision_gen.kit.perceptual import digits_perceptual
 
-__all__ = ["TRAIN_ATTACKS", "random_attack", "watermark_loss"]
+__all__ = ["TRAIN_ATTACKS", "forgery_loss", "random_attack", "watermark_loss"]
 
 #: the training transforms Pi (the identity included), one drawn per batch
 TRAIN_ATTACKS = ("none", "gaussian_noise@0.04", "gaussian_blur@0.8", "brightness@1.3", "contrast@0.7",
@@ -59,3 +60,15 @@ def watermark_loss(
     imp = digits_perceptual(marked, clean, net)
     acc = ((logits > 0).long() == keys).float().mean()
     return ver + lam * imp, {"ver": ver.detach(), "imp": imp.detach(), "bit_acc": acc.detach()}
+
+
+def forgery_loss(
+    extractor: torch.nn.Module, marked: torch.Tensor, clean: torch.Tensor, others: torch.Tensor
+) -> torch.Tensor:
+    """The anti-forgery term: the averaging forger's residual of one key, mean(marked) - mean(clean) over the pool
+    marked, clean: (G, 1, H, W) in [-1, 1] (one key), added to the clean decodes others: (B', 1, H, W); the
+    extractor should read nothing from the forgeries, so its logits are pushed to 0 (BCE against 1/2, minimum
+    log 2 subtracted: 0 when every logit is 0). Gradients reach the markers through the residual."""
+    residual = average_residual((marked + 1) / 2, (clean + 1) / 2)
+    logits = extractor(forge((others + 1) / 2, residual))
+    return F.binary_cross_entropy_with_logits(logits, torch.full_like(logits, 0.5)) - math.log(2)
