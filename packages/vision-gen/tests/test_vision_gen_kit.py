@@ -160,3 +160,24 @@ def test_digits_teacher_is_built_once_then_loaded_from_the_cache(tmp_path, monke
     assert len(list((tmp_path / "artifacts" / "vision.digits_denoiser").glob("*/manifest.json"))) == 2
     with pytest.raises(ValueError, match="arch"):
         DigitsDenoiserConfig(arch="vit")
+
+
+def test_fit_with_ema_schedules_and_their_misuse():
+    from flowlab.vision_gen.kit.train import fit_with_ema
+
+    net = torch.nn.Linear(2, 1)
+    groups = [{"params": [net.weight], "lr": 0.1}, {"params": [net.bias], "lr": 0.0}]
+    bias, weight = net.bias.detach().clone(), net.weight.detach().clone()
+
+    def loss_fn(model, batch, generator):
+        return model(batch).square().mean(), {}
+
+    fit_with_ema(net, loss_fn, lambda step, g: torch.ones(4, 2), steps=8, lr=0.1, ema_decay=None,
+                 schedule="warmup_cosine", param_groups=groups, device="cpu", generator=torch.Generator())  # fmt: skip
+    # each group keeps its own lr under the schedule: the group at lr 0 stays put
+    assert torch.equal(net.bias, bias) and not torch.equal(net.weight, weight)
+    with pytest.raises(ValueError, match="schedule"):
+        fit_with_ema(net, loss_fn, None, steps=1, lr=0.1, schedule="step", device="cpu", generator=torch.Generator())
+    with pytest.raises(ValueError, match="param_groups"):
+        fit_with_ema(net, loss_fn, None, steps=1, lr=0.1, param_groups=groups, device="cpu",
+                     generator=torch.Generator())  # fmt: skip

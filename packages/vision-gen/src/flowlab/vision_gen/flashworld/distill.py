@@ -25,7 +25,7 @@ from flowlab.core.losses import dmd_loss, fake_score_loss
 from flowlab.vision_gen.flashworld.model import DualModeModel, MVField
 from flowlab.vision_gen.flashworld.names import DISTILL_MODES
 from flowlab.vision_gen.flashworld.sample import sample_3d, sample_mv
-from flowlab.vision_gen.flashworld.train import fit_adam
+from flowlab.vision_gen.kit.train import fit_with_ema
 
 __all__ = ["DistillConfig", "distill_cross_mode", "distill_loss"]
 
@@ -123,7 +123,7 @@ def distill_cross_mode(
 
     groups = [{"params": pair["student"].parameters(), "lr": config.lr},
               {"params": pair["fake"].parameters(), "lr": config.fake_lr}]  # fmt: skip
-    fit_adam(pair, loss_fn, batches, steps=config.steps, param_groups=groups, lr=config.lr, ema_decay=None,
-             device=device, generator=torch.Generator().manual_seed(config.seed), progress=progress,
-             ckpt_dir=ckpt_dir)  # fmt: skip
+    fit_with_ema(pair, loss_fn, batches, steps=config.steps, param_groups=groups, lr=config.lr, ema_decay=None,
+                 schedule="warmup_cosine", device=device, generator=torch.Generator().manual_seed(config.seed),
+                 progress=progress, ckpt_dir=ckpt_dir)  # fmt: skip
     return pair["student"].eval()

@@ -1,5 +1,6 @@
-"""Dual-mode pre-training on the core `fit` (the kit's recipe: Adam, one-cycle, EMA; checkpoint/resume), and the
-pre-trained model as the `vision.flashworld_dual_mode` artifact (built once, after the scenes it trains on).
+"""Dual-mode pre-training through the kit's `fit_with_ema` (Adam, warm-up and cosine decay, EMA; checkpoint/resume
+on the core `fit`), and the pre-trained model as the `vision.flashworld_dual_mode` artifact (built once, after the
+scenes it trains on).
 
     model = pretrained_model(PretrainConfig())     # cached; EMA weights, eval mode
 """
@@ -14,16 +15,15 @@ import torch
 
 from flowlab.core.artifacts import Artifact, ensure
 from flowlab.core.config import Config
-from flowlab.core.train import EMA, fit
 from flowlab.vision_gen.flashworld.model import DualModeConfig, DualModeModel
 from flowlab.vision_gen.flashworld.objective import dual_mode_loss
 from flowlab.vision_gen.flashworld.scenes import SceneConfig, novel_cameras, rig_cameras, scene_data
 from flowlab.vision_gen.flashworld.store import load_model, save_model
 from flowlab.vision_gen.kit.cameras import Cameras
+from flowlab.vision_gen.kit.train import fit_with_ema
 
 __all__ = [
     "PretrainConfig",
-    "fit_adam",
     "pretrain_dual_mode",
     "pretrained_artifact",
     "pretrained_model",
@@ -59,38 +59,6 @@ class PretrainConfig(Config):
             raise ValueError(f"device: expected a device type (cpu, cuda or mps), got {self.device!r}")
 
 
-def fit_adam(
-    model: torch.nn.Module,
-    loss_fn,
-    batches,
-    *,
-    steps: int,
-    param_groups: list[dict] | None = None,
-    lr: float,
-    ema_decay: float | None = 0.999,
-    device: torch.device | str,
-    generator: torch.Generator,
-    progress: bool = False,
-    ckpt_dir: str | os.PathLike[str] | None = None,
-) -> None:
-    """Adam (on `param_groups`, default every parameter at `lr`) with a linear warm-up over the first 5 % of `steps`
-    and a cosine decay, an EMA of `ema_decay` (None: none; the model ends holding the EMA weights), on the core
-    `fit` (checkpointed to and resumed from `ckpt_dir` when given). loss_fn and batches as `fit` takes them."""
-    import math
-
-    opt = torch.optim.Adam(param_groups or model.parameters(), lr=lr)
-    warm = max(1, steps // 20)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda k: min(1.0, (k + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(k, steps) / steps))
-    )
-    ema = None if ema_decay is None else EMA(model, decay=ema_decay, warmup_steps=min(100, steps // 4))
-    fit(model, loss_fn, batches, steps=steps, optimizer=opt, lr_schedule=sched, ema=ema, device=device,
-        generator=generator, progress=progress, log_every=max(1, steps // 10), ckpt_dir=ckpt_dir,
-        ckpt_every=max(1, steps // 4))  # fmt: skip
-    if ema is not None:
-        ema.copy_to_model()
-
-
 def rig_and_novel(config: DualModeConfig, *, device: torch.device | str | None = None) -> Cameras:
     """The rig's cameras followed by the novel ones: (V + V_novel,)."""
     rig, novel = rig_cameras(config.rig, device=device), novel_cameras(config.rig, device=device)
@@ -122,7 +90,8 @@ def pretrain_dual_mode(
     def loss_fn(net, batch, generator):
         return dual_mode_loss(net, batch, cameras, weight_3d=config.weight_3d, generator=generator)
 
-    fit_adam(model, loss_fn, batches, steps=config.steps, lr=config.lr, device=device, progress=progress,
+    fit_with_ema(model, loss_fn, batches, steps=config.steps, lr=config.lr, ema_warmup=min(100, config.steps // 4),
+                 schedule="warmup_cosine", device=device, progress=progress,
                  generator=torch.Generator().manual_seed(config.seed), ckpt_dir=ckpt_dir)  # fmt: skip
     return model.eval()
 

@@ -6,6 +6,7 @@ teacher as a core artifact (built once into `$FLOWLAB_CACHE`, checked on every l
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,19 +168,34 @@ def fit_with_ema(
     *,
     steps: int,
     lr: float,
-    ema_decay: float = 0.999,
+    ema_decay: float | None = 0.999,
+    ema_warmup: int = 100,
+    schedule: str = "one_cycle",
+    param_groups: list[dict] | None = None,
     device: torch.device | str,
     generator: torch.Generator,
     progress: bool = False,
     ckpt_dir: str | os.PathLike[str] | None = None,
 ) -> None:
-    """The kit's denoiser recipe on the core `fit`: Adam with a one-cycle schedule to `lr` (5 % warm-up), an EMA of
-    `ema_decay` (tracking the weights for its first 100 steps), `steps` steps (checkpointed to and resumed from
-    `ckpt_dir` when given); `model` ends holding the EMA weights.
+    """The kit's training recipe on the core `fit`: Adam (on `param_groups`, each at its own "lr", default every
+    parameter at `lr`), `steps` steps (checkpointed to and resumed from `ckpt_dir` when given), the learning rate on
+    `schedule`: "one_cycle" (one-cycle to `lr`, 5 % warm-up) or "warmup_cosine" (linear warm-up over the first 5 %,
+    then cosine decay to 0, scaling each group's lr); an EMA of `ema_decay` (tracking the weights for its first
+    `ema_warmup` steps; None: no EMA); `model` ends holding the EMA weights.
     loss_fn(model, batch, generator) -> (loss, logs) and batches(step, generator) as `fit` takes them."""
-    ema = EMA(model, decay=ema_decay, warmup_steps=100)
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.05)
+    if schedule not in ("one_cycle", "warmup_cosine"):
+        raise ValueError(f"schedule: expected one_cycle or warmup_cosine, got {schedule!r}")
+    if param_groups is not None and schedule == "one_cycle":
+        raise ValueError("param_groups: one_cycle takes one peak lr; use schedule='warmup_cosine'")
+    ema = None if ema_decay is None else EMA(model, decay=ema_decay, warmup_steps=ema_warmup)
+    opt = torch.optim.Adam(param_groups or model.parameters(), lr=lr)
+    if schedule == "one_cycle":
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=0.05)
+    else:
+        warm = max(1, steps // 20)
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda k: min(1.0, (k + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(k, steps) / steps))
+        )
     fit(
         model,
         loss_fn,
@@ -195,7 +211,8 @@ def fit_with_ema(
         ckpt_dir=ckpt_dir,
         ckpt_every=max(1, steps // 4),
     )
-    ema.copy_to_model()
+    if ema is not None:
+        ema.copy_to_model()
 
 
 def _for_inference(field: UNetField | DiTField) -> UNetField | DiTField:
