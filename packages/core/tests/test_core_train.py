@@ -630,6 +630,63 @@ def test_a_worker_pool_serves_several_parallel_maps_in_the_same_processes():
         pass
 
 
+def _jobs_example():
+    """pow jobs where "c" waits on "a" and "b" and "d" on "c": c = a + b = 8 + 9, d = c ** 2."""
+    from flowlab.core.bench import Job
+
+    return {
+        "a": Job(pow, (2, 3), cost=1.0),
+        "b": Job(pow, (3, 2), cost=5.0),
+        "c": Job(sum, lambda done: ([done["a"], done["b"]],), after=("a", "b"), cost=9.0),
+        "d": Job(pow, lambda done: (done["c"], 2), after=("c",)),
+    }
+
+
+def test_parallel_jobs_feed_results_forward_in_process_and_in_workers():
+    from flowlab.core.bench import parallel_jobs, worker_pool
+
+    expected = {"a": 8, "b": 9, "c": 17, "d": 289}
+    assert parallel_jobs(_jobs_example(), workers=1) == expected
+    assert parallel_jobs(_jobs_example(), workers=2) == expected  # spawned processes
+    with worker_pool(2) as pool:
+        assert parallel_jobs(_jobs_example(), workers=2, pool=pool) == expected
+
+
+def test_parallel_jobs_start_the_costliest_ready_job_first():
+    from flowlab.core.bench import Job, parallel_jobs
+
+    order: list[str] = []
+
+    def record(name):
+        order.append(name)
+        return name
+
+    jobs = {
+        "cheap": Job(record, ("cheap",), cost=1.0),
+        "dear": Job(record, ("dear",), cost=3.0),
+        "dearest_later": Job(record, ("dearest_later",), after=("cheap",), cost=10.0),
+        "tie": Job(record, ("tie",), cost=3.0),
+    }
+    parallel_jobs(jobs, workers=1)
+    # "dear" before its equal "tie" (declared first); "dearest_later" as soon as "cheap" has run
+    assert order == ["dear", "tie", "cheap", "dearest_later"]
+
+
+def test_parallel_jobs_name_unknown_inputs_cycles_and_failures():
+    from flowlab.core.bench import Job, parallel_jobs
+
+    with pytest.raises(ValueError, match="'after' names no job"):
+        parallel_jobs({"a": Job(pow, (2, 3), after=("z",))}, workers=1)
+    with pytest.raises(ValueError, match="cycle"):
+        parallel_jobs({"a": Job(pow, (2, 3), after=("b",)), "b": Job(pow, (2, 3), after=("a",))}, workers=1)
+    with pytest.raises(TypeError, match="expected a Job"):
+        parallel_jobs({"a": (pow, 2, 3)}, workers=1)
+    with pytest.raises(ValueError, match="workers"):
+        parallel_jobs(_jobs_example(), workers=0)
+    with pytest.raises(ZeroDivisionError):  # a job's own error reaches the caller from a worker
+        parallel_jobs({"a": Job(divmod, (1, 0)), "b": Job(pow, (2, 3))}, workers=2)
+
+
 class _NotATensor:
     """A class a weights-only load must refuse (pickling it would run arbitrary code on load)."""
 

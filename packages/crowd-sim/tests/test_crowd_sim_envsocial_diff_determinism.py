@@ -1,5 +1,6 @@
 """Issue 40: a seeded CPU run of the UCY smoke scenario gives identical metrics in two fresh processes, even with
-different string-hash seeds (PYTHONHASHSEED), so set or dict order cannot change a result."""
+different string-hash seeds (PYTHONHASHSEED), so set or dict order cannot change a result; and with its training and
+evaluation jobs spread over two worker processes (`parallel_jobs`) instead of run in one."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ pytestmark = pytest.mark.skipif(not (ROOT / "crowds").is_dir(), reason=f"crowds 
 
 _RUN = """
 import json, sys, tempfile
+from dataclasses import replace
 from pathlib import Path
 import torch
 from flowlab.core.bench import BenchContext
@@ -24,7 +26,8 @@ from flowlab.crowd_sim.benchmarks import SCENARIOS
 seed = int(sys.argv[1])
 (scenario,) = [s for s in SCENARIOS if s.name == "crowd.envsocial.ucy"]
 torch.manual_seed(seed)
-ctx = BenchContext(seed=seed, variant="smoke", config=scenario.variants["smoke"], device=torch.device("cpu"),
+config = replace(scenario.variants["smoke"], workers=int(sys.argv[3]))
+ctx = BenchContext(seed=seed, variant="smoke", config=config, device=torch.device("cpu"),
                    generator=torch.Generator().manual_seed(seed), out_dir=Path(tempfile.mkdtemp()),
                    data_root=Path(sys.argv[2]))
 result = scenario.run(ctx)
@@ -34,11 +37,10 @@ print(json.dumps({"ours": keep(result.metrics), **{k: keep(v) for k, v in result
 """
 
 
-def _metrics(seed: int, hash_seed: str) -> dict:
+def _metrics(seed: int, hash_seed: str, workers: int = 1) -> dict:
     env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-    out = subprocess.run(
-        [sys.executable, "-c", _RUN, str(seed), str(ROOT)], env=env, capture_output=True, text=True, timeout=300
-    )
+    cmd = [sys.executable, "-c", _RUN, str(seed), str(ROOT), str(workers)]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -47,3 +49,9 @@ def test_smoke_metrics_are_identical_in_two_fresh_processes():
     first, second = _metrics(2, "1"), _metrics(2, "2")
     assert first["ours"]["mae"] > 0
     assert json.dumps(first, sort_keys=True) == json.dumps(second, sort_keys=True)
+
+
+def test_smoke_metrics_do_not_depend_on_the_worker_processes():
+    alone, spread = _metrics(3, "1", workers=1), _metrics(3, "1", workers=2)
+    assert alone["ours"]["mae"] > 0
+    assert json.dumps(alone, sort_keys=True) == json.dumps(spread, sort_keys=True)

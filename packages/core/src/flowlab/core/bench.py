@@ -11,8 +11,8 @@ import os
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -29,10 +29,12 @@ __all__ = [
     "Claim",
     "Curve",
     "DataMissing",
+    "Job",
     "Scenario",
     "Timer",
     "figure",
     "name_seed",
+    "parallel_jobs",
     "parallel_map",
     "peak_memory",
     "require_file",
@@ -288,6 +290,74 @@ def parallel_map(
         return list(pool.map(fn, *zip(*jobs, strict=True)))
     with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as fresh:
         return list(fresh.map(fn, *zip(*jobs, strict=True)))
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job of `parallel_jobs`: `fn(*args)`. `args` may instead be a function of the results of the jobs named
+    in `after` ({name: result}), called in this process once they are all done; `cost` is the job's expected
+    seconds (the longest ready job starts first)."""
+
+    fn: Callable[..., Any]
+    args: tuple | Callable[[Mapping[str, Any]], tuple] = ()
+    after: tuple[str, ...] = ()
+    cost: float = 0.0
+
+    def call_args(self, done: Mapping[str, Any]) -> tuple:
+        """The arguments of `fn`, given the finished results `done` (at least those of `after`)."""
+        return tuple(self.args({a: done[a] for a in self.after})) if callable(self.args) else tuple(self.args)
+
+
+def _check_jobs(jobs: Mapping[str, Job]) -> None:
+    """Unknown `after` names and cycles are errors before anything runs."""
+    for name, job in jobs.items():
+        if not isinstance(job, Job):
+            raise TypeError(f"job {name!r}: expected a Job, got {type(job).__name__}")
+        unknown = [a for a in job.after if a not in jobs]
+        if unknown:
+            raise ValueError(f"job {name!r}: 'after' names no job {unknown}")
+    resolved: set[str] = set()
+    while len(resolved) < len(jobs):
+        now = {n for n, j in jobs.items() if n not in resolved and all(a in resolved for a in j.after)}
+        if not now:
+            raise ValueError(f"jobs wait on each other in a cycle: {sorted(set(jobs) - resolved)}")
+        resolved |= now
+
+
+def parallel_jobs(jobs: Mapping[str, Job], *, workers: int, pool: ProcessPoolExecutor | None = None) -> dict[str, Any]:
+    """{name: job.fn(*args)} for jobs that may wait on other jobs' results, in up to `workers` spawned processes
+    (capped by the jobs and the CPU cores), or in this process with one torch thread when that cap is 1. Whenever a
+    process is free, the ready job with the largest `cost` starts (ties: in the order of `jobs`), so a job runs as soon
+    as its inputs exist and no process idles at a stage boundary. `pool`: a `worker_pool`'s processes. As with
+    `parallel_map`, each job should seed itself, so the results do not depend on the order or the process."""
+    if int(workers) < 1:
+        raise ValueError(f"workers: expected >= 1, got {workers}")
+    _check_jobs(jobs)
+    done: dict[str, Any] = {}
+    waiting = list(jobs)
+
+    def next_ready() -> str | None:
+        ready = [n for n in waiting if all(a in done for a in jobs[n].after)]
+        return max(ready, key=lambda n: jobs[n].cost, default=None)  # max keeps the first of equal costs
+
+    n = max(1, min(len(jobs), int(workers), _cores()))
+    if n == 1:
+        with torch_threads(1):
+            while (name := next_ready()) is not None:
+                waiting.remove(name)
+                done[name] = jobs[name].fn(*jobs[name].call_args(done))
+        return {name: done[name] for name in jobs}
+    spawned = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) if pool is None else None
+    with nullcontext(pool) if spawned is None else spawned as executor:
+        running: dict[Future, str] = {}
+        while waiting or running:
+            while len(running) < n and (name := next_ready()) is not None:
+                waiting.remove(name)
+                running[executor.submit(jobs[name].fn, *jobs[name].call_args(done))] = name
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                done[running.pop(future)] = future.result()
+    return {name: done[name] for name in jobs}
 
 
 def name_seed(seed: int, name: str) -> int:

@@ -1,17 +1,17 @@
 """The trained candidates of crowd.envsocial.{ucy,gc}: every (ablation, initialisation) trained and scored on the
-validation window in `parallel_map` workers, the best initialisation of each ablation kept. The teacher-forcing
+validation window as a `parallel_jobs` job, the best initialisation of each ablation kept. The teacher-forcing
 frames every candidate of a scene shares are an artifact ("crowd.envsocial_frames"), built once."""
 
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
 from flowlab.core.artifacts import Artifact, ensure
-from flowlab.core.bench import BenchContext, DataMissing, Timer, parallel_map, torch_threads
+from flowlab.core.bench import BenchContext, DataMissing, Job, Timer, torch_threads
 from flowlab.core.config import Config
 from flowlab.crowd_sim.data import SPLITS, Window, load_scene, scene_files
 from flowlab.crowd_sim.envsocial_diff.model import EnvSocialConfig
@@ -20,7 +20,15 @@ from flowlab.crowd_sim.envsocial_diff.settings import EnvSocialBench
 from flowlab.crowd_sim.envsocial_diff.simulator import EnvSocialDiff, scene_config
 from flowlab.crowd_sim.envsocial_diff.train import calibrate, train_best_of
 
-__all__ = ["case_window", "frames_artifact", "load_case_scene", "train_ablations"]
+__all__ = [
+    "best_candidate",
+    "candidate_jobs",
+    "candidate_names",
+    "case_window",
+    "frames_artifact",
+    "load_candidate",
+    "load_case_scene",
+]
 
 _USED = ("train", "val", "test")
 
@@ -127,26 +135,46 @@ def _candidate(ctx: BenchContext, scene_name: str, ablation: str, seed: int) -> 
     return {"state": state, "scale": model.scale, "val_mae": score[0], "seconds": tm.seconds}
 
 
-def train_ablations(
-    ctx: BenchContext, scene, ablations: list[str], pool: ProcessPoolExecutor | None = None
-) -> dict[str, tuple]:
-    """Every ablation's best of `inits` initialisations by validation-window MAE: {ablation: (model, metrics)}.
-    The candidates train in `workers` processes (one torch thread each; `pool`: those of a `worker_pool`); the
-    initialisation seeds do not depend on the order or the process."""
+#: expected seconds of one candidate on idle GC (one thread): the full model and the smaller ablations
+_CANDIDATE_COST = {"full": 50.0, "other": 37.0}
+
+
+def candidate_jobs(ctx: BenchContext, scene, ablations: list[str]) -> dict[str, Job]:
+    """The `parallel_jobs` jobs "train:<ablation>:<i>": initialisation i of each ablation, seeded by (case seed,
+    ablation index, i) alone, so the candidates do not depend on the order or the process."""
     cfg: EnvSocialBench = ctx.config
-    jobs = [(a, ctx.seed * 1000 + 10 * i + j) for i, a in enumerate(ablations) for j in range(cfg.inits)]
-    names, seeds = [a for a, _ in jobs], [s for _, s in jobs]
-    results = parallel_map(_candidate, [replace(ctx, generator=None)] * len(jobs), [scene.name] * len(jobs), names,
-                           seeds, workers=cfg.workers, pool=pool)  # fmt: skip
-    out = {}
-    for ablation in ablations:
-        mine = [r for name, r in zip(names, results, strict=True) if name == ablation]
-        best = min(mine, key=lambda r: r["val_mae"])
-        model = EnvSocialDiff(scene_config(cfg.model, ablation, scene), device=ctx.device)
-        model.denoiser.load_state_dict(best["state"])
-        model.denoiser.eval()
-        model.scale = best["scale"]
-        scores = [r["val_mae"] for r in mine]
-        out[ablation] = (model, {"train_seconds": sum(r["seconds"] for r in mine), "val_mae_selected": min(scores),
-                                 "val_mae_worst": max(scores)})  # fmt: skip
-    return out
+    worker_ctx = replace(ctx, generator=None)
+    return {
+        f"train:{a}:{j}": Job(
+            _candidate,
+            (worker_ctx, scene.name, a, ctx.seed * 1000 + 10 * i + j),
+            cost=_CANDIDATE_COST["full" if a == "full" else "other"],
+        )
+        for i, a in enumerate(ablations)
+        for j in range(cfg.inits)
+    }
+
+
+def candidate_names(ablation: str, inits: int) -> tuple[str, ...]:
+    """The job names of `ablation`'s candidates in `candidate_jobs`."""
+    return tuple(f"train:{ablation}:{j}" for j in range(inits))
+
+
+def best_candidate(done: Mapping[str, dict], ablation: str, inits: int) -> tuple[dict, dict[str, float]]:
+    """The candidate of `ablation` with the lowest validation MAE among the finished jobs `done`, and the
+    ablation's training metrics (summed training seconds, selected and worst validation MAE)."""
+    mine = [done[name] for name in candidate_names(ablation, inits)]
+    scores = [r["val_mae"] for r in mine]
+    best = mine[scores.index(min(scores))]
+    metrics = {"train_seconds": sum(r["seconds"] for r in mine), "val_mae_selected": min(scores),
+               "val_mae_worst": max(scores)}  # fmt: skip
+    return best, metrics
+
+
+def load_candidate(ctx: BenchContext, ablation: str, scene, candidate: dict) -> EnvSocialDiff:
+    """The trained model of one candidate (its denoiser's weights and scale) on `ctx.device`, in evaluation mode."""
+    model = EnvSocialDiff(scene_config(ctx.config.model, ablation, scene), device=ctx.device)
+    model.denoiser.load_state_dict(candidate["state"])
+    model.denoiser.eval()
+    model.scale = candidate["scale"]
+    return model

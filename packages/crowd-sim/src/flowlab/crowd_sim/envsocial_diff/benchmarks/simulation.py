@@ -24,23 +24,24 @@ from flowlab.core.bench import (
     BenchContext,
     BenchResult,
     Claim,
+    Job,
     Scenario,
-    Timer,
-    parallel_map,
+    parallel_jobs,
     torch_threads,
-    worker_pool,
 )
 from flowlab.crowd_sim.data import SPLITS, Window
 from flowlab.crowd_sim.envsocial_diff.baselines import SocialForcePolicy, calibrate_social_force, constant_velocity
 from flowlab.crowd_sim.envsocial_diff.benchmarks.candidates import (
+    best_candidate,
+    candidate_jobs,
+    candidate_names,
     case_window,
     frames_artifact,
+    load_candidate,
     load_case_scene,
-    train_ablations,
 )
 from flowlab.crowd_sim.envsocial_diff.predict import evaluate_prediction
 from flowlab.crowd_sim.envsocial_diff.settings import FULL, QUICK, SMOKE, EnvSocialBench
-from flowlab.crowd_sim.envsocial_diff.simulator import EnvSocialDiff
 from flowlab.crowd_sim.metrics import simulation_metrics
 from flowlab.crowd_sim.physics import DestinationForce
 from flowlab.crowd_sim.render import plot_alignment, plot_rollouts
@@ -115,11 +116,11 @@ def _prediction(scene, test: Window, policy, ctx: BenchContext, cfg: EnvSocialBe
     return {f"{name}20" if name != "pred_pedestrians" else name: v for name, v in pred.items()}
 
 
-def _evaluate(ctx: BenchContext, scene, job: str, offset: int, model: EnvSocialDiff | None) -> dict[str, Any]:
-    """One evaluation job of a case (a `parallel_map` job, seeded by the case's seed and `offset` alone): "rollout"
-    (the test-window rollout of the trained `model`), "prediction" and "speed" of `model`, "SFM" (calibrated on the
-    first training window; rollout and speed), "ConstantVelocity" (rollout and prediction). Returns the metrics, the
-    first replica's positions (rollouts) and the SFM parameters (SFM)."""
+def _evaluate(ctx: BenchContext, scene, job: str, offset: int, ablation: str | None, candidate: dict | None) -> dict:
+    """One evaluation job of a case (a `parallel_jobs` job, seeded by the case's seed and `offset` alone): "rollout"
+    (the test-window rollout of `ablation`'s trained `candidate`), "prediction" and "speed" of it, "SFM" (calibrated
+    on the first training window; rollout and speed), "ConstantVelocity" (rollout and prediction). Returns the
+    metrics, the first replica's positions (rollouts) and the SFM parameters (SFM)."""
     cfg: EnvSocialBench = ctx.config
     out: dict[str, Any] = {"metrics": {}}
     with torch_threads(cfg.threads):
@@ -132,6 +133,7 @@ def _evaluate(ctx: BenchContext, scene, job: str, offset: int, model: EnvSocialD
         elif job == "ConstantVelocity":
             policy = constant_velocity
         else:
+            model = load_candidate(ctx, ablation, scene, candidate)
             policy = model.policy(scene, sampler=cfg.sampler, sample_steps=cfg.sample_steps)
         if job in ("rollout", "SFM", "ConstantVelocity"):
             traj = _simulate(scene, test, policy, ctx, cfg.replicas if job == "rollout" else 1, offset)
@@ -153,33 +155,44 @@ def _plots(ctx: BenchContext, scene, test: Window, positions: Mapping[str, torch
     ]
 
 
+#: expected seconds of the evaluation jobs on idle GC (one thread), for `parallel_jobs`' longest-first order
+_EVAL_COST = {"prediction": 27.0, "rollout": 13.0, "SFM": 6.0, "speed": 4.0, "ConstantVelocity": 3.0}
+
+
+def _evaluation_job(ctx: BenchContext, scene, kind: str, offset: int, ablation: str | None) -> Job:
+    """The `parallel_jobs` job evaluating `ablation`'s best candidate (None: a baseline), once its candidates are
+    trained."""
+    inits = ctx.config.inits
+    after = candidate_names(ablation, inits) if ablation else ()
+
+    def args(done: Mapping[str, dict]) -> tuple:
+        candidate = best_candidate(done, ablation, inits)[0] if ablation else None
+        return (ctx, scene, kind, offset, ablation, candidate)
+
+    return Job(_evaluate, args, after=after, cost=_EVAL_COST[kind])
+
+
 def _run(ctx: BenchContext, scene_name: str) -> BenchResult:
-    """Train the candidates, then evaluate every trained model and baseline in `workers` processes (the jobs are
-    seeded alone, so the numbers do not depend on the process that runs them)."""
+    """Train the candidates and evaluate every trained model and baseline as one set of `parallel_jobs` in `workers`
+    processes: a model's evaluation starts as soon as its candidates are trained, the baselines fill the gaps. The
+    jobs are seeded alone, so the numbers do not depend on the order or the process that runs them."""
     cfg: EnvSocialBench = ctx.config
     scene = load_case_scene(ctx, scene_name)
     ablations = ["full", "spdiff", *(a for a in cfg.ablations if scene.image is not None or a != "lighting")]
-    with worker_pool(cfg.workers) as pool:  # one set of processes for training and evaluation
-        with Timer(ctx.device) as tm:
-            trained = train_ablations(ctx, scene, ablations, pool)
-        # the windows the evaluation reads, so that a worker receives a small scene
-        used = {SPLITS[scene.name]["train"][0], SPLITS[scene.name]["test"][0]}
-        slim = replace(scene, windows={k: w for k, w in scene.windows.items() if k in used})
-        full = trained["full"][0]
-        # longest first, so that the two workers finish together (idle GC, seconds: prediction 27, a rollout 11-15,
-        # SFM 6, speed 4, constant velocity 3)
-        jobs = {"prediction": ("prediction", 0, full)}
-        jobs |= {a: ("rollout", 100 + i, trained[a][0]) for i, a in enumerate(ablations)}
-        jobs |= {"SFM": ("SFM", 200, None), "speed": ("speed", 0, full)}
-        jobs["ConstantVelocity"] = ("ConstantVelocity", 200, None)
-        kinds, offsets, models = zip(*jobs.values(), strict=True)
-        contexts, scenes = [replace(ctx, generator=None)] * len(jobs), [slim] * len(jobs)
-        results = parallel_map(_evaluate, contexts, scenes, kinds, offsets, models, workers=cfg.workers, pool=pool)
-        done = dict(zip(jobs, results, strict=True))
+    # the windows the evaluation reads, so that a worker receives a small scene
+    used = {SPLITS[scene.name]["train"][0], SPLITS[scene.name]["test"][0]}
+    slim = replace(scene, windows={k: w for k, w in scene.windows.items() if k in used})
+    worker_ctx = replace(ctx, generator=None)
+    jobs = candidate_jobs(ctx, scene, ablations)
+    jobs["prediction"] = _evaluation_job(worker_ctx, slim, "prediction", 0, "full")
+    jobs |= {a: _evaluation_job(worker_ctx, slim, "rollout", 100 + i, a) for i, a in enumerate(ablations)}
+    jobs["SFM"] = _evaluation_job(worker_ctx, slim, "SFM", 200, None)
+    jobs["speed"] = _evaluation_job(worker_ctx, slim, "speed", 0, "full")
+    jobs["ConstantVelocity"] = _evaluation_job(worker_ctx, slim, "ConstantVelocity", 200, None)
+    done = parallel_jobs(jobs, workers=cfg.workers)
     metrics = {name: dict(done[name]["metrics"]) for name in (*ablations, "SFM", "ConstantVelocity")}
     for ablation in ablations:
-        metrics[ablation].update(trained[ablation][1])
-    metrics["full"]["train_wall_seconds"] = tm.seconds
+        metrics[ablation].update(best_candidate(done, ablation, cfg.inits)[1])
     metrics["full"].update(done["prediction"]["metrics"] | done["speed"]["metrics"])
     ours = metrics.pop("full")
     sfm_params = done["SFM"]["sfm_params"]
