@@ -1,6 +1,6 @@
 """The MOLM evaluation protocol, the same for MOLM and every baseline (a `Scheme`: mark latents with keys, read
 logits from images): bit accuracy and TPR at 1 % FPR under each attack, the averaging attack and forgery with the
-residual of k images of one key, PSNR / SSIM and digits-FD of watermarked against clean decodes.
+residual of k images of a key (over many keys), PSNR / SSIM and digits-FD of watermarked against clean decodes.
 
 Detection score of an image for a key: mean_m (2 key_m - 1) logit_m; the negatives are the clean decodes of the
 same latents under the same attack, scored against the same keys; TPR at the empirical 1 % FPR threshold.
@@ -100,30 +100,43 @@ def attack_metrics(
 
 def averaging_metrics(
     scheme: Scheme, z_pool: torch.Tensor, clean_pool: torch.Tensor, z: torch.Tensor, clean: torch.Tensor,
-    key: torch.Tensor, ks: tuple[int, ...],
+    keys: torch.Tensor, ks: tuple[int, ...],
 ) -> dict[str, float]:  # fmt: skip
-    """The averaging attack for one key (M,): residual = mean of k watermarked pool images - mean of k clean pool
-    images (pool latents (N, ...), decodes (N, C, S, S)); `avg<k>_bit_acc`: bit accuracy after subtracting it from
-    the watermarked test images of z; `forge<k>_bit_acc` and `forge<k>_detect`: bit accuracy of the key and the
-    share detected (score above the clean images' 99th percentile) when adding it to the clean test images;
-    `forge_chance_hi`: the upper end of the 99 % binomial interval of chance for the forgery bit accuracy."""
-    keys = key.view(1, -1).expand(z.shape[0], -1)
+    """The averaging attack and forgery, each key of keys (K, M) on its own: residual = mean of k watermarked pool
+    images of the key - mean of k clean pool images (pool latents (N, ...), decodes (N, C, S, S)). Means over the K
+    keys: `avg<k>_bit_acc`, bit accuracy after subtracting the residual from the key's watermarked test images of z;
+    `forge<k>_bit_acc` and `forge<k>_detect`, bit accuracy of the key and the share detected (score above the clean
+    images' 99th percentile for that key) when adding it to the clean test images; `forge_null_bit_acc`, the clean
+    test images read against the keys (what a forgery that carries nothing scores).
+
+    `forge_chance_lo` / `forge_chance_hi`: the 99 % binomial interval of chance for a forgery bit accuracy. Its
+    trials are the K x M key bits, not the images x bits: if the residual carries nothing, each image reads the same
+    bits whatever the key, so the images of one key are not independent trials (with one 8-bit key the interval
+    is about 0.05-0.95), while the keys' bits are independent fair coins."""
+    if keys.ndim != 2 or keys.shape[1] != scheme.bits:
+        raise ValueError(f"keys: expected (K, {scheme.bits}), got {tuple(keys.shape)}")
+    sums: dict[str, float] = {}
     with torch.no_grad():
-        marked = to_unit(scheme.mark(z, keys))
-        _, s_clean = _scores(scheme.read(to_unit(clean)), keys)
-        threshold = torch.quantile(s_clean, 0.99)
-        out = {}
-        for k in ks:
-            k = min(k, z_pool.shape[0])
-            pool_marked = to_unit(scheme.mark(z_pool[:k], key.view(1, -1).expand(k, -1)))
-            residual = average_residual(pool_marked, to_unit(clean_pool[:k]))
-            acc, _ = _scores(scheme.read(remove_residual(marked, residual)), keys)
-            f_acc, f_score = _scores(scheme.read(forge(to_unit(clean), residual)), keys)
-            out |= {f"avg{k}_bit_acc": float(acc.mean()), f"forge{k}_bit_acc": float(f_acc.mean()),
-                    f"forge{k}_detect": float((f_score > threshold).double().mean())}  # fmt: skip
-    n_bits = z.shape[0] * key.numel()
-    out["forge_chance_hi"] = 0.5 + 2.576 * math.sqrt(0.25 / n_bits)
-    return out
+        base = scheme.read(to_unit(clean))
+        for key in keys:
+            one = key.view(1, -1).expand(z.shape[0], -1)
+            marked = to_unit(scheme.mark(z, one))
+            null_acc, s_clean = _scores(base, one)
+            threshold = torch.quantile(s_clean, 0.99)
+            row = {"forge_null_bit_acc": float(null_acc.mean())}
+            top = min(max(ks), z_pool.shape[0])
+            pool_marked = to_unit(scheme.mark(z_pool[:top], key.view(1, -1).expand(top, -1)))
+            for k in ks:
+                k = min(k, top)
+                residual = average_residual(pool_marked[:k], to_unit(clean_pool[:k]))
+                acc, _ = _scores(scheme.read(remove_residual(marked, residual)), one)
+                f_acc, f_score = _scores(scheme.read(forge(to_unit(clean), residual)), one)
+                row |= {f"avg{k}_bit_acc": float(acc.mean()), f"forge{k}_bit_acc": float(f_acc.mean()),
+                        f"forge{k}_detect": float((f_score > threshold).double().mean())}  # fmt: skip
+            sums = {name: sums.get(name, 0.0) + value for name, value in row.items()}
+    out = {name: value / keys.shape[0] for name, value in sums.items()}
+    half = 2.576 * math.sqrt(0.25 / keys.numel())
+    return out | {"forge_chance_lo": 0.5 - half, "forge_chance_hi": 0.5 + half}
 
 
 def quality_metrics(scheme: Scheme, z: torch.Tensor, clean: torch.Tensor, keys: torch.Tensor) -> dict[str, float]:
