@@ -171,9 +171,10 @@ def best_candidate(done: Mapping[str, dict], ablation: str, inits: int) -> tuple
     return best, metrics
 
 
-def load_candidate(ctx: BenchContext, ablation: str, scene, candidate: dict) -> EnvSocialDiff:
-    """The trained model of one candidate (its denoiser's weights and scale) on `ctx.device`, in evaluation mode."""
-    model = EnvSocialDiff(scene_config(ctx.config.model, ablation, scene), device=ctx.device)
+def load_candidate(config: EnvSocialConfig, candidate: dict, device: torch.device) -> EnvSocialDiff:
+    """The trained model of one candidate job's result (its denoiser's weights and scale) for the model `config`, on
+    `device`, in evaluation mode."""
+    model = EnvSocialDiff(config, device=device)
     model.denoiser.load_state_dict(candidate["state"])
     model.denoiser.eval()
     model.scale = candidate["scale"]

@@ -20,6 +20,7 @@ from flowlab.crowd_sim.envsocial_diff.benchmarks.candidates import (
 )
 from flowlab.crowd_sim.envsocial_diff.predict import evaluate_prediction
 from flowlab.crowd_sim.envsocial_diff.settings import EnvSocialBench
+from flowlab.crowd_sim.envsocial_diff.simulator import scene_config
 from flowlab.crowd_sim.metrics import simulation_metrics
 from flowlab.crowd_sim.physics import DestinationForce
 from flowlab.crowd_sim.simulate import InitialStates, simulate, simulate_window
@@ -93,7 +94,7 @@ def _evaluate(ctx: BenchContext, scene, job: str, offset: int, ablation: str | N
         elif job == "ConstantVelocity":
             policy = constant_velocity
         else:
-            model = load_candidate(ctx, ablation, scene, candidate)
+            model = load_candidate(scene_config(cfg.model, ablation, scene), candidate, ctx.device)
             policy = model.policy(scene, sampler=cfg.sampler, sample_steps=cfg.sample_steps)
         if job in ("rollout", "SFM", "ConstantVelocity"):
             traj = _simulate(scene, test, policy, ctx, cfg.replicas if job == "rollout" else 1, offset)

@@ -27,6 +27,7 @@ from flowlab.core.bench import (
 )
 from flowlab.crowd_sim.data import SPLITS, load_scene
 from flowlab.crowd_sim.envsocial_diff.baselines import SocialForcePolicy, calibrate_social_force, constant_velocity
+from flowlab.crowd_sim.envsocial_diff.benchmarks.candidates import load_candidate
 from flowlab.crowd_sim.envsocial_diff.forecast import (
     PROTOCOL_TIME_UNIT,
     ForecastSequences,
@@ -132,10 +133,7 @@ def _train(ctx: BenchContext, scene, ablations: tuple[str, ...]) -> dict[str, tu
     for ablation in ablations:
         mine = [r for name, r in zip(names, results, strict=True) if name == ablation]
         best = min(mine, key=lambda r: r["val"])
-        model = EnvSocialDiff(_config(scene, ablation, cfg), device=ctx.device)
-        model.denoiser.load_state_dict(best["state"])
-        model.denoiser.eval()
-        model.scale = best["scale"]
+        model = load_candidate(_config(scene, ablation, cfg), best, ctx.device)
         metrics = {"train_seconds": sum(r["seconds"] for r in mine), "val_min_ade_selected": best["val"]}
         out[ablation] = (model, metrics)
     return out

@@ -116,21 +116,22 @@ def averaging_metrics(
     if keys.ndim != 2 or keys.shape[1] != scheme.bits:
         raise ValueError(f"keys: expected (K, {scheme.bits}), got {tuple(keys.shape)}")
     sums: dict[str, float] = {}
+    top = min(max(ks), z_pool.shape[0])
+    unit_clean, unit_pool = to_unit(clean), to_unit(clean_pool[:top])
     with torch.no_grad():
-        base = scheme.read(to_unit(clean))
+        base = scheme.read(unit_clean)
         for key in keys:
             one = key.view(1, -1).expand(z.shape[0], -1)
             marked = to_unit(scheme.mark(z, one))
             null_acc, s_clean = _scores(base, one)
             threshold = torch.quantile(s_clean, 0.99)
             row = {"forge_null_bit_acc": float(null_acc.mean())}
-            top = min(max(ks), z_pool.shape[0])
             pool_marked = to_unit(scheme.mark(z_pool[:top], key.view(1, -1).expand(top, -1)))
             for k in ks:
                 k = min(k, top)
-                residual = average_residual(pool_marked[:k], to_unit(clean_pool[:k]))
+                residual = average_residual(pool_marked[:k], unit_pool[:k])
                 acc, _ = _scores(scheme.read(remove_residual(marked, residual)), one)
-                f_acc, f_score = _scores(scheme.read(forge(to_unit(clean), residual)), one)
+                f_acc, f_score = _scores(scheme.read(forge(unit_clean, residual)), one)
                 row |= {f"avg{k}_bit_acc": float(acc.mean()), f"forge{k}_bit_acc": float(f_acc.mean()),
                         f"forge{k}_detect": float((f_score > threshold).double().mean())}  # fmt: skip
             sums = {name: sums.get(name, 0.0) + value for name, value in row.items()}
