@@ -1,8 +1,9 @@
 """Couplings between a source batch x_0 and a data batch x_1: independent, exact, entropic and unbalanced OT.
 
-Every OT solve goes through POT on the CPU in float64 (numpy); the pairing is moved back to the inputs'
-device. Costs are `"sqeuclidean"` (on flattened events), a callable `cost(x_0, x_1) -> (B0, B1)`, or a
-`Manifold`, whose cost is the squared geodesic distance `manifold.dist(x, y)**2`.
+Every OT solve goes through POT on the CPU in float64 (numpy), except the unbalanced coupling's
+`solver="sinkhorn"`, which solves on the inputs' device (`flowlab.core.unbalanced_sinkhorn`); the pairing is moved
+back to the inputs' device. Costs are `"sqeuclidean"` (on flattened events), a callable
+`cost(x_0, x_1) -> (B0, B1)`, or a `Manifold`, whose cost is the squared geodesic distance `manifold.dist(x, y)**2`.
 
 Exact OT between two batches of the same size with uniform weights has a permutation as its optimal plan
 (Birkhoff), so `ExactOTCoupling` returns `x_1[perm]` with no point duplicated or dropped. Sampling pairs from
@@ -21,6 +22,7 @@ import numpy as np
 import torch
 
 from flowlab.core.manifolds.base import Manifold
+from flowlab.core.unbalanced_sinkhorn import unbalanced_sinkhorn_kl
 from flowlab.core.validation import check_choice, check_same_batch, check_tensor
 
 __all__ = [
@@ -202,7 +204,7 @@ def _check_positive(value: float, name: str) -> float:
     return float(value)
 
 
-def _normalised(M: np.ndarray) -> np.ndarray:
+def _normalised(M: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
     top = M.max()
     return M / top if top > 0 else M
 
@@ -413,13 +415,19 @@ def mm_unbalanced_kl(
 class UnbalancedOTCoupling(_WithCost):
     """Unbalanced OT with KL marginal penalties of strength reg_m (a number or a (source, target) pair).
 
-    reg = 0: majorisation-minimisation (`mm_unbalanced_kl`, POT's `mm_unbalanced` iterates); reg > 0: entropic
-    (`ot.unbalanced.sinkhorn_unbalanced`). Solved in float64. Masses: `a`, `b` are the mass of each source /
-    target point (e.g. 1.0 for unnormalised unit masses, which keep growth); None means 1/n (probabilities).
-    Per-point masses can also be given to `plan`. `normalize_cost=True` divides the cost by its maximum (the
-    solvers stall on costs far from O(1)); pass False when the cost's scale is part of the model (e.g. WFR).
-    `chunk`: solve independent blocks of at most `chunk` source and target points (rows and columns shuffled
-    with the generator), a block-diagonal plan that trades optimality for time.
+    reg = 0: the unregularised plan, by `solver`:
+    - "mm": majorisation-minimisation (`mm_unbalanced_kl`, POT's `mm_unbalanced` iterates), `num_iter_max` dense
+      steps. After T steps it is an entropic plan at ε = (ρ1 + ρ2) / T, so on costs much below 1 it stays far from
+      the optimum.
+    - "sinkhorn": `unbalanced_sinkhorn_kl`, translation-invariant Sinkhorn with ε-scaling down to `eps` on a
+      truncated kernel, on the inputs' device, run to its tolerance. On thousands of points per side it is several
+      times faster and closer to the optimum (WFR-FM RESULTS.md, "Plan solve at scale").
+    reg > 0: entropic (`ot.unbalanced.sinkhorn_unbalanced`, `num_iter_max` steps). Solved in float64.
+    Masses: `a`, `b` are the mass of each source / target point (e.g. 1.0 for unnormalised unit masses, which keep
+    growth); None means 1/n (probabilities). Per-point masses can also be given to `plan`. `normalize_cost=True`
+    divides the cost by its maximum (the solvers stall on costs far from O(1)); pass False when the cost's scale is
+    part of the model (e.g. WFR). `chunk`: solve independent blocks of at most `chunk` source and target points
+    (rows and columns shuffled with the generator), a block-diagonal plan that trades optimality for time.
     """
 
     def __init__(
@@ -433,6 +441,8 @@ class UnbalancedOTCoupling(_WithCost):
         normalize_cost: bool = True,
         chunk: int | None = None,
         num_iter_max: int = 1000,
+        solver: str = "mm",
+        eps: float = 3e-4,
     ) -> None:
         super().__init__(cost)
         pair = tuple(reg_m) if isinstance(reg_m, Sequence) else (reg_m,)
@@ -451,6 +461,12 @@ class UnbalancedOTCoupling(_WithCost):
             raise ValueError(f"chunk: expected a positive block size or None, got {chunk!r}")
         self.chunk = chunk
         self.num_iter_max = int(num_iter_max)
+        self.solver = check_choice(solver, ("mm", "sinkhorn"), "solver")
+        if solver == "sinkhorn" and self.reg > 0:
+            raise ValueError(
+                "solver: 'sinkhorn' is for the unregularised plan (reg = 0); reg > 0 is POT's entropic one"
+            )
+        self.eps = _check_positive(eps, "eps")
 
     def _masses(self, given: torch.Tensor | None, per_point: float | None, n: int, name: str) -> np.ndarray:
         if given is None:
@@ -465,9 +481,16 @@ class UnbalancedOTCoupling(_WithCost):
     def _solve(self, a: np.ndarray, b: np.ndarray, M: np.ndarray) -> np.ndarray:
         if self.normalize_cost:
             M = _normalised(M)
+        if self.solver == "sinkhorn":
+            return self._sinkhorn(torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(M)).numpy()
         if self.reg == 0:
             return mm_unbalanced_kl(a, b, M, self.reg_m, num_iter_max=self.num_iter_max)
         return _pot().unbalanced.sinkhorn_unbalanced(a, b, M, self.reg, self.reg_m, numItermax=self.num_iter_max)
+
+    def _sinkhorn(self, a: torch.Tensor, b: torch.Tensor, M: torch.Tensor) -> torch.Tensor:
+        if self.normalize_cost:
+            M = _normalised(M)
+        return unbalanced_sinkhorn_kl(a, b, M, self.reg_m, eps=self.eps).plan
 
     def plan(
         self,
@@ -486,6 +509,11 @@ class UnbalancedOTCoupling(_WithCost):
         n0, n1 = x_0.shape[0], x_1.shape[0]
         a_np = self._masses(a, self.a, n0, "a")
         b_np = self._masses(b, self.b, n1, "b")
+        if self.solver == "sinkhorn" and (self.chunk is None or max(n0, n1) <= self.chunk):
+            with torch.no_grad():
+                M = _cost(x_0.detach().to(torch.float64), x_1.detach().to(torch.float64), self.cost)
+            a_t, b_t = (torch.from_numpy(v).to(M.device) for v in (a_np, b_np))
+            return Plan(G=self._sinkhorn(a_t, b_t, M), a=a_t, b=b_t)
         if self.chunk is None or max(n0, n1) <= self.chunk:
             G = self._solve(a_np, b_np, _cost_numpy(x_0, x_1, self.cost))
             return _as_plan(G, a_np, b_np, x_0.device)
