@@ -156,6 +156,8 @@ def test_cells_commands_refuse_bad_input(runs, tmp_path):
         BadInput("range", ["fit", course, *out, "--g-hidden", "16,0"], ["--g-hidden"]),
         BadInput("range", ["fit", course, *out, "--config", "quick", "--plan-iters", "0"], ["--plan-iters"]),
         BadInput("choice", ["fit", course, *out, "--method", "ot_cfm", "--plan-iters", "5"], ["--plan-iters"]),
+        BadInput("choice", ["fit", course, *out, "--plan-solver", "lbfgs"], ["--plan-solver"]),
+        BadInput("choice", ["fit", course, *out, "--method", "ot_cfm", "--plan-solver", "sinkhorn"], ["--plan-solver"]),
         BadInput("choice", ["fit", course, *out, "--method", "ot_cfm", "--g-hidden", "8"], ["--g-hidden"]),
     ]
     fit += [BadInput("choice", ["fit", course, *out, option, value], [option])

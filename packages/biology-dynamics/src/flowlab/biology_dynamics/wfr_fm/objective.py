@@ -58,14 +58,25 @@ def unbalanced_plans(
     reg_m: float = 1.0,
     chunk: int | None = None,
     num_iter_max: int = 1000,
+    solver: str = "mm",
+    eps: float = 3e-4,
     device: torch.device | str = "cpu",
     generator: torch.Generator | None = None,
 ) -> UnbalancedPlans:
-    """Solve `ot.unbalanced.mm_unbalanced(1, 1, c_WFR, reg_m=[reg_m, reg_m])` for each interval: the same
-    majorisation-minimisation iterates (float64, `num_iter_max` steps; the reference uses POT's default 1000)
-    through the core's in-place `mm_unbalanced_kl`."""
+    """Solve `ot.unbalanced.mm_unbalanced(1, 1, c_WFR, reg_m=[reg_m, reg_m])` for each interval: with `solver`
+    "mm", the same majorisation-minimisation iterates (float64, `num_iter_max` steps; the reference uses POT's
+    default 1000) through the core's in-place `mm_unbalanced_kl`; with "sinkhorn", the core's
+    `unbalanced_sinkhorn_kl` down to ε = `eps`, on `device`."""
     coupling = UnbalancedOTCoupling(
-        (reg_m, reg_m), a=1.0, b=1.0, cost=wfr_cost(delta), normalize_cost=False, chunk=chunk, num_iter_max=num_iter_max
+        (reg_m, reg_m),
+        a=1.0,
+        b=1.0,
+        cost=wfr_cost(delta),
+        normalize_cost=False,
+        chunk=chunk,
+        num_iter_max=num_iter_max,
+        solver=solver,
+        eps=eps,
     )
     cost = wfr_cost(delta)
     plans, statics, errors = [], [], []

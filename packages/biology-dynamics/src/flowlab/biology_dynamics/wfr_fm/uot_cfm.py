@@ -28,6 +28,8 @@ class UOTCFMConfig(Config):
     reg_m: float = 1.0
     chunk: int | None = None
     plan_iters: int = 1000
+    plan_solver: str = "mm"
+    plan_eps: float = 3e-4
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -54,6 +56,8 @@ class UOTCFM(MatchingModel):
             reg_m=c.reg_m,
             chunk=c.chunk,
             num_iter_max=c.plan_iters,
+            solver=c.plan_solver,
+            eps=c.plan_eps,
             device=device,
             generator=generator,
         )
