@@ -1,6 +1,7 @@
 """Benchmark scenarios bio.wfr_fm.{gene,emt,dygen,mixture50}: WFR-FM against OT-CFM, UOT-CFM and a simulation-trained
 growth neural ODE (twice: through the adjoint of adaptive dopri5 as the spec and TIGON train it, and our faster
 backpropagation through fixed-step rk4), all trained in the same process on the same data.
+`bio.wfr_fm.plan_scale` times the unbalanced plan solve alone at growing cell counts.
 
 Reported per method: W1 (`ot.emd2`) and TMV per observed time (`w1_t<k>`, `tmv_t<k>`) and their means, training
 wall time, and for WFR-FM the path action against the static WFR optimum; with known growth the Pearson correlation
@@ -17,10 +18,11 @@ not rank methods, and a W1 target near it times each method's approach to the no
 | `compare` | every method fitted and scored on one data set, the speed-ups |
 | `gene`, `emt`, `dygen` | one scenario each: its settings type, variants, references and run |
 | `mixture` | `bio.wfr_fm.mixture50`: a 50-D growing Gaussian mixture, delta from the data, scored on fresh cells |
+| `plan_scale` | `bio.wfr_fm.plan_scale`: the unbalanced plan's solve time against cells per time, MM against Sinkhorn |
 """
 
-from flowlab.biology_dynamics.wfr_fm.benchmarks import dygen, emt, gene, mixture
+from flowlab.biology_dynamics.wfr_fm.benchmarks import dygen, emt, gene, mixture, plan_scale
 
-SCENARIOS = (gene.SCENARIO, emt.SCENARIO, dygen.SCENARIO, mixture.SCENARIO)
+SCENARIOS = (gene.SCENARIO, emt.SCENARIO, dygen.SCENARIO, mixture.SCENARIO, plan_scale.SCENARIO)
 
 __all__ = ["SCENARIOS"]
