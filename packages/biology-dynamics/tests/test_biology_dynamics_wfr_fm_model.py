@@ -15,11 +15,12 @@ from flowlab.biology_dynamics.wfr_fm.evaluate import evaluate_time_points, w1, w
 from flowlab.biology_dynamics.wfr_fm.generators import branching_toggle_switch, toggle_switch_growth
 from flowlab.biology_dynamics.wfr_fm.model import WFRConfig, WFRFlowMatching
 from flowlab.biology_dynamics.wfr_fm.neural_ode_growth import NeuralODEConfig
-from flowlab.biology_dynamics.wfr_fm.objective import unbalanced_plans
+from flowlab.biology_dynamics.wfr_fm.objective import _PairDraw, unbalanced_plans
 from flowlab.biology_dynamics.wfr_fm.ot_cfm import OTCFM, OTCFMConfig
 from flowlab.biology_dynamics.wfr_fm.path import wfr_cost
 from flowlab.biology_dynamics.wfr_fm.registry import load_model
 from flowlab.biology_dynamics.wfr_fm.uot_cfm import UOTCFMConfig
+from flowlab.core.couplings import UnbalancedOTCoupling
 from flowlab.datasets import root
 
 DATA = root(required=False)
@@ -76,6 +77,23 @@ def test_the_sinkhorn_plan_solve_reaches_the_long_mm_optimum():
     assert float((short * M).sum()) != pytest.approx(float((exact * M).sum()), rel=0.02)
     assert float(ours.sum()) == pytest.approx(float(exact.sum()), rel=0.01)
     assert fast.marginal_error[0] < 1e-9
+
+
+def test_pair_draws_keep_only_the_plans_nonzero_entries_and_the_same_pairs():
+    """A plan with exact zeros (a block-diagonal chunked solve): the sampler stores only its nonzero entries and
+    draws, for one generator state, the very pairs and masses of an inverse CDF over every entry."""
+    g = torch.Generator().manual_seed(2)
+    x0, x1 = torch.randn(40, 2, generator=g, dtype=torch.float64), torch.randn(30, 2, generator=g, dtype=torch.float64)
+    plan = UnbalancedOTCoupling(1.0, a=1.0, b=1.0, chunk=10).plan(x0, x1, generator=g)
+    draw = _PairDraw(plan, "cpu")
+    assert draw.m_0.numel() == int((plan.G > 0).sum()) < plan.G.numel() // 3
+    i, j, m_0, m_1 = draw(500, torch.Generator().manual_seed(3))
+    gamma_0, gamma_1 = plan.semi_couplings()
+    cdf = torch.cumsum(gamma_0.reshape(-1), 0)
+    u = torch.rand(500, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    flat = torch.searchsorted(cdf, u * cdf[-1], right=True)
+    assert torch.equal(i * 30 + j, flat)
+    assert torch.equal(m_0, gamma_0.reshape(-1)[flat]) and torch.equal(m_1, gamma_1.reshape(-1)[flat])
 
 
 def test_constant_growth_without_movement_is_recovered():

@@ -17,7 +17,9 @@ The kernel exp((f_i + g_j − M_ij) / ε) is stored with the current potentials 
 in float32, and without the entries below e^{−truncate}: those carry no mass at the plan's precision. Once at most a
 quarter of the entries remain, it is a sparse CSR matrix, so late stages cost O(kept entries) per step. The
 potentials are re-absorbed and the kernel rebuilt whenever a scaling leaves [e^{−absorb}, e^{absorb}], which keeps
-every dropped entry below e^{−(truncate − 2 absorb)}. Potentials and the final plan are float64. Runs on M's device.
+every dropped entry below e^{−(truncate − 2 absorb)}. Potentials and the final plan are float64; the plan holds
+exact zeros where its kernel entry is below e^{−truncate} (so pair samplers can keep only the rest). Runs on M's
+device.
 """
 
 from __future__ import annotations
@@ -189,5 +191,6 @@ def unbalanced_sinkhorn_kl(
             RuntimeWarning,
             stacklevel=2,
         )
-    plan = M.neg().add_(f[:, None]).add_(g[None, :]).div_(eps).exp_().mul_(a[:, None]).mul_(b[None, :])
+    plan = M.neg().add_(f[:, None]).add_(g[None, :]).div_(eps)
+    plan.masked_fill_(plan < -truncate, -math.inf).exp_().mul_(a[:, None]).mul_(b[None, :])
     return UnbalancedSinkhornSolution(plan, f, g, iterations, builds, density, converged)

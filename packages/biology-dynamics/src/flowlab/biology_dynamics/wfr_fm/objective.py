@@ -85,8 +85,8 @@ def unbalanced_plans(
         x0d, x1d = x0.to(device, torch.float64), x1.to(device, torch.float64)
         plan = coupling.plan(x0d, x1d, generator=generator)
         G = plan.G
-        M = cost(x0d, x1d)
-        statics.append(float((G * M).sum()) + reg_m * (_gen_kl(G.sum(1), plan.a) + _gen_kl(G.sum(0), plan.b)))
+        transport = float(torch.dot(G.flatten(), cost(x0d, x1d).flatten()))  # no (n0, n1) temporary beyond the cost
+        statics.append(transport + reg_m * (_gen_kl(G.sum(1), plan.a) + _gen_kl(G.sum(0), plan.b)))
         g0, g1 = plan.semi_couplings()
         errors.append(float(max((g0.sum(1) - plan.a).abs().max() / plan.a.max(), (g1.sum(0) - plan.b).abs().max())))
         plans.append(plan)
@@ -102,19 +102,30 @@ def _interval_times(series: TimeSeries) -> tuple[list[float], list[float]]:
 
 class _PairDraw:
     """Pairs (i, j) ~ gamma_0 with their semi-coupling masses, the CDF built once (Plan.sample_pairs rebuilds the
-    semi-couplings and the CDF on every call, which dominated the step time): same law as Plan.sample_pairs."""
+    semi-couplings and the CDF on every call, which dominated the step time): same law as Plan.sample_pairs.
+
+    Only the plan's nonzero entries are kept (a Sinkhorn plan is mostly exact zeros: a few per cent of 20,000^2
+    entries instead of 3 x 3.2 GB). For a dense plan the draws are the same as over every entry: a zero adds
+    nothing to the CDF, and `searchsorted(right=True)` never lands on an entry that adds nothing."""
 
     def __init__(self, plan: Plan, device: torch.device | str) -> None:
         gamma_0, gamma_1 = plan.semi_couplings()
         self.n1 = gamma_0.shape[1]
-        self.m_0 = gamma_0.reshape(-1).to(device)
-        self.m_1 = gamma_1.reshape(-1).to(device)
+        flat, positive = gamma_0.reshape(-1), gamma_0.reshape(-1) > 0
+        if bool(positive.all()):
+            self.index = None  # dense: no gather
+            self.m_0, self.m_1 = flat.to(device), gamma_1.reshape(-1).to(device)
+        else:
+            index = positive.nonzero()[:, 0]
+            self.m_0, self.m_1 = flat[index].to(device), gamma_1.reshape(-1)[index].to(device)
+            self.index = index.to(device)
         self.cdf = torch.cumsum(self.m_0, 0)
 
     def __call__(self, n: int, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
         u = rand((n,), generator=generator, device=self.cdf.device, dtype=torch.float64)
-        flat = torch.searchsorted(self.cdf, u * self.cdf[-1], right=True).clamp_max_(self.cdf.numel() - 1)
-        return flat // self.n1, flat % self.n1, self.m_0[flat], self.m_1[flat]
+        kept = torch.searchsorted(self.cdf, u * self.cdf[-1], right=True).clamp_max_(self.cdf.numel() - 1)
+        flat = kept if self.index is None else self.index[kept]
+        return flat // self.n1, flat % self.n1, self.m_0[kept], self.m_1[kept]
 
 
 class WFRSampler:

@@ -59,11 +59,13 @@ def gfm_loss(
     t_max: float = 1.0 - 1e-3,
     max_gap: float | None = None,
     esd_stopgrad: str = "none",
+    lsd_derivative: str = "jvp",
 ) -> GFMLoss:
     """One GFM loss evaluation on source draws x_0 and data x_1: (B, ambient_dim) on `manifold`.
 
     flow_map: a two-time map with `velocity` (e.g. `build_flow_map(...)`). `generator` (CPU) draws the times.
-    See the module docstring for the objectives; `esd_stopgrad` is passed to `esd_loss` ("none" | "pushforward").
+    See the module docstring for the objectives; `esd_stopgrad` is passed to `esd_loss` ("none" | "pushforward"),
+    `lsd_derivative` to `lsd_loss` as its `derivative` ("jvp" | "fd": ∂_t X by a central difference).
     The default differs from the spec's "pushforward", which diverged in training on volcano and T² (see README).
     """
     check_choice(objective, OBJECTIVES, "objective")
@@ -105,7 +107,7 @@ def gfm_loss(
     s, t = pairs.s.to(x_0), pairs.t.to(x_0)
     x_s = path.sample(x_0[n_diag:], x_1[n_diag:], s).x_t
     if objective == "lsd":
-        sd = lsd_loss(flow_map, x_s, s, t, manifold=manifold)
+        sd = lsd_loss(flow_map, x_s, s, t, manifold=manifold, derivative=lsd_derivative)
     elif objective == "esd":
         sd = esd_loss(flow_map, x_s, s, t, stopgrad=esd_stopgrad, manifold=manifold)
     else:

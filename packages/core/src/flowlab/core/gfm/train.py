@@ -27,7 +27,8 @@ class GFMConfig(Config):
 
     objective: lsd | esd | psd | mf | rfm. hidden: MLP widths; time_embed_dim / time_scale: the sinusoidal
     embedding of s and t; fourier_dim / fourier_scale: random Fourier features of x (0: none; `ManifoldMLP`).
-    lr decays along a cosine to lr_min. diag_fraction, sd_weight, max_gap, esd_stopgrad, t_max: see `gfm_loss`.
+    lr decays along a cosine to lr_min. diag_fraction, sd_weight, max_gap, esd_stopgrad, lsd_derivative, t_max: see
+    `gfm_loss`.
     """
 
     objective: str = "lsd"
@@ -46,6 +47,7 @@ class GFMConfig(Config):
     sd_weight: float = 1.0
     max_gap: float | None = None
     esd_stopgrad: str = "none"  # the spec's "pushforward" diverged on volcano and T² (README)
+    lsd_derivative: str = "jvp"
     t_max: float = 1.0 - 1e-3
 
     def __post_init__(self) -> None:
@@ -53,6 +55,7 @@ class GFMConfig(Config):
             object.__setattr__(self, "hidden", tuple(self.hidden))
         super().__post_init__()
         check_choice(self.objective, OBJECTIVES, "objective")
+        check_choice(self.lsd_derivative, ("jvp", "fd"), "lsd_derivative")
         if self.fourier_dim < 0:
             raise ValueError(f"fourier_dim: expected an int >= 0, got {self.fourier_dim!r}")
         for name in ("steps", "batch_size", "time_embed_dim"):
@@ -147,6 +150,7 @@ def train_gfm(
             t_max=config.t_max,
             max_gap=config.max_gap,
             esd_stopgrad=config.esd_stopgrad,
+            lsd_derivative=config.lsd_derivative,
         )
         return out.loss, out.logs
 

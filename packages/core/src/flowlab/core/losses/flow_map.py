@@ -98,6 +98,21 @@ def _teacher_velocity(flow_map: Any, teacher: Any, x: torch.Tensor, t: torch.Ten
         return teacher(x=x, t=t, **cond).detach()
 
 
+def _fd_time_derivative(flow_map, x_s, s, t, h, manifold, cond) -> tuple[torch.Tensor, torch.Tensor]:
+    """(X_{s,t}(x_s), its central-difference ∂_t) from one call on the stacked times (t, t + h, t − h), clamped to
+    [s, 1]: (B, ...) each."""
+    if not (math.isfinite(h) and 0 < h < 0.5):
+        raise ValueError(f"fd_step: expected a step in (0, 0.5), got {h!r}")
+    upper, lower = (t + h).clamp_max(1.0), torch.maximum(t - h, s)
+    tripled = {k: torch.cat([v] * 3) if torch.is_tensor(v) else v for k, v in cond.items()}
+    stacked = flow_map(x=torch.cat([x_s] * 3), s=torch.cat([s] * 3), t=torch.cat([t, upper, lower]), **tripled)
+    end, ahead, behind = stacked.chunk(3)
+    width = expand_like(upper - lower, end)
+    if manifold is None:
+        return end, (ahead - behind) / width
+    return end, (manifold.logmap(end, ahead) - manifold.logmap(end, behind)) / width
+
+
 def lsd_loss(
     flow_map: Any,
     x_s: torch.Tensor,
@@ -108,17 +123,27 @@ def lsd_loss(
     manifold: Manifold | None = None,
     weight: torch.Tensor | None = None,
     reduction: str = "mean",
+    derivative: str = "jvp",
+    fd_step: float = 1e-3,
     **cond: Any,
 ) -> torch.Tensor:
     """Lagrangian self-distillation ‖∂_t X_{s,t}(x_s) − sg[v_{t,t}(X_{s,t}(x_s))]‖² at X = X_{s,t}(x_s).
 
-    x_s: (B, ...), s, t: (B,) with s <= t. ∂_t X by one JVP in t. `teacher`: a vector field `teacher(x=, t=)`
-    giving the velocity target (a pretrained or EMA model); None uses the flow map's own diagonal v_{t,t}.
+    x_s: (B, ...), s, t: (B,) with s <= t. `teacher`: a vector field `teacher(x=, t=)` giving the velocity target
+    (a pretrained or EMA model); None uses the flow map's own diagonal v_{t,t}. ∂_t X by `derivative`:
+    - "jvp": one forward-mode JVP in t (exact);
+    - "fd": a central difference (log_X X_{s,t+h} − log_X X_{s,t−h}) / 2h with h = `fd_step`, one-sided where
+      t ± h leaves [s, 1], the three maps in one batched call: no forward-mode pass, and the backward runs through
+      plain forwards (error O(h²) plus float rounding of about 1e-7 / h).
     """
     _check_map(flow_map)
+    check_choice(derivative, ("jvp", "fd"), "derivative")
     batch = check_flow_map_inputs(x_s, s, t, manifold=manifold, x_name="x_s", ordered=True)
     _check_options(manifold, reduction, weight, batch)
-    end, d_end = _jvp(lambda tau: flow_map(x=x_s, s=s, t=tau, **cond), (t,), (torch.ones_like(t),))
+    if derivative == "jvp":
+        end, d_end = _jvp(lambda tau: flow_map(x=x_s, s=s, t=tau, **cond), (t,), (torch.ones_like(t),))
+    else:
+        end, d_end = _fd_time_derivative(flow_map, x_s, s, t, fd_step, manifold, cond)
     target = _teacher_velocity(flow_map, teacher, end.detach(), t, cond)
     return reduce_loss(_sq_norm(manifold, end, d_end - target), weight=weight, reduction=reduction)
 
