@@ -73,8 +73,11 @@ def _train_cases(run: Path, folder: Path) -> list[BadInput]:
               ("wrong_content", _file(angles, "header.csv", "phi,psi,omega\n" + ANGLES)),
               ("wrong_content", _file(angles, "text.csv", "left,right\nup,down\n")),
               ("nan", _file(angles, "nan.csv", ANGLES + "nan,0.1,0.2\n")),
-              ("shape", _file(angles, "ragged.csv", ANGLES + "0.1,0.2\n"))]  # fmt: skip
+              ("shape", _file(angles, "ragged.csv", ANGLES + "0.1,0.2\n")),
+              ("range", _file(angles, "degrees.csv", "-65,140,170\n" + ANGLES))]  # fmt: skip
     cases += [case(kind, ["--data", Path(path).name], data=f"angles:{path}") for kind, path in tables]
+    cases += [case("choice", ["--angle-unit"], "--angle-unit", "grads"),
+              case("choice", ["--data", "--angle-unit"], "--angle-unit", "degrees", data="torus:2")]  # fmt: skip
     earth = folder / "earth"
     roots = [("missing_file", earth / "nowhere"), ("empty_file", earth / "empty", ""),
              ("corrupt_file", earth / "garbage", bad["garbage"].read_bytes()),

@@ -79,11 +79,26 @@ def test_split_is_a_seeded_disjoint_partition():
 
 
 def test_load_angles_wraps_and_converts_degrees(tmp_path):
-    x = load_angles(_write(tmp_path, "180,-90\n370,0\n"), degrees=True, dtype=torch.float64)
-    want = torch.tensor([[-math.pi, -math.pi / 2], [math.radians(10), 0.0]], dtype=torch.float64)
+    x = load_angles(_write(tmp_path, "180,-90\n350,0\n"), degrees=True, dtype=torch.float64)
+    want = torch.tensor([[-math.pi, -math.pi / 2], [math.radians(-10), 0.0]], dtype=torch.float64)
     assert torch.allclose(x, want, atol=1e-12)
     with pytest.raises(FileNotFoundError, match="path"):
         load_angles(tmp_path / "missing.csv")
+
+
+def test_load_angles_reads_tab_separated_tables_and_refuses_the_wrong_unit(tmp_path):
+    """A .tsv table is read tab separated, in either convention ([-π, π) or [0, 2π)); degrees read as radians, or
+    values beyond 360 as degrees, are an error naming the range found and the other unit."""
+    tsv = tmp_path / "torsions.tsv"
+    tsv.write_text("-3.1\t6.2\n0.5\t1.0\n")
+    x = load_angles(tsv, dtype=torch.float64)
+    assert torch.allclose(x[0], torch.tensor([-3.1, 6.2 - 2 * math.pi], dtype=torch.float64))
+    degrees = _write(tmp_path, "-65.0,140.5\n-120,130\n")
+    with pytest.raises(ValueError, match=r"from -120 to 140.5, outside the radians range .*--angle-unit degrees"):
+        load_angles(degrees)
+    assert torch.allclose(load_angles(degrees, degrees=True)[0], torch.tensor([-65.0, 140.5]).deg2rad())
+    with pytest.raises(ValueError, match=r"outside the degrees range \[-180, 360\]"):
+        load_angles(_write(tmp_path, "10,370\n"), degrees=True)
 
 
 def test_torus_mixture_density_integrates_to_one_and_matches_samples():

@@ -145,3 +145,26 @@ def test_cli_writes_latlon_samples_that_read_back_as_the_samples_and_train_again
     assert res.exit_code == 0, res.output
     metrics = json.loads(res.output.strip().splitlines()[-1])
     assert metrics["mmd_split_floor"] > 0 and math.isfinite(metrics["mmd_nfe1"])
+
+
+def test_cli_trains_on_a_tab_separated_degree_table_and_its_run_reads_it_back_in_degrees(tmp_path):
+    """A user's torsion angles (phi, psi, chi in degrees, tab separated) train with `--angle-unit degrees` on T³; the
+    run remembers the unit, so `evaluate` reloads the same points (an evaluation against the table read as radians
+    would refuse it)."""
+    g = torch.Generator().manual_seed(0)
+    table = torch.tensor([-65.0, 140.0, 60.0]) + 12 * torch.randn(300, 3, generator=g)
+    data = tmp_path / "torsions.tsv"
+    data.write_text("".join("\t".join(f"{v:.3f}" for v in row) + "\n" for row in table.tolist()))
+    run = tmp_path / "run"
+    runner = CliRunner()
+    res = runner.invoke(app, ["train", "--data", f"angles:{data}", "--angle-unit", "degrees", "--out", str(run), *TINY])
+    assert res.exit_code == 0, res.output
+    assert json.loads((run / "config.json").read_text())["angle_unit"] == "degrees"
+    res = runner.invoke(app, ["sample", "--run", str(run), "--out", str(tmp_path / "x.pt"), "--n", "16"])
+    assert res.exit_code == 0, res.output
+    x = torch.load(tmp_path / "x.pt", weights_only=True)
+    assert x.shape == (16, 3) and bool(FlatTorus(3).belongs(x).all())
+    res = runner.invoke(app, ["evaluate", "--run", str(run), "--nfe", "1", "--n", "16", "--no-nll"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["train", "--data", f"angles:{data}", "--out", str(tmp_path / "radians"), *TINY])
+    assert res.exit_code != 0 and "--angle-unit degrees" in res.output

@@ -4,8 +4,10 @@ Poincaré disk.
 Data specs: `earth:volcano|earthquake|flood` (from $FLOWLAB_DATA or --data-root), `latlon:PATH` (a CSV of
 latitude, longitude in degrees on S², like the earth files and `sample --coords latlon`), `torus:D` (the generated
 wrapped-normal mixture on T^D, 4 components, scale 0.3, 20k/5k points), `hyperbolic` (the 6-component Poincaré disk
-mixture), `angles:PATH` (an angle table in radians on T^d). Earth, lat/lon and angle tables are split 80/10/10 with
---seed. A run folder holds model.pt (the EMA weights, tensors only), config.json and fit's checkpoint.
+mixture), `angles:PATH` (an angle table on T^d, one column per angle: comma separated, tab separated as .tsv; in
+radians, or degrees with `train --angle-unit degrees`; values outside the unit's range are refused). Earth, lat/lon
+and angle tables are split 80/10/10 with --seed. A run folder holds model.pt (the EMA weights, tensors only),
+config.json and fit's checkpoint.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
 
 #: what `sample --coords` writes: the manifold's ambient coordinates, or latitude/longitude degrees (S² only)
 COORDS = ("ambient", "latlon")
+#: the units of an angles:PATH table (`train --angle-unit`)
+ANGLE_UNITS = ("radians", "degrees")
 #: the data specs `train --data` takes
 DATA_SPECS = "earth:volcano|earthquake|flood, latlon:PATH, torus:D, hyperbolic or angles:PATH"
 
@@ -42,14 +46,19 @@ class Dataset:
     density: Any = None
 
 
-def load_dataset(spec: str, *, seed: int, data_root: str | None = None) -> Dataset:
-    """Resolve a data spec (see the module docstring) with the split / generator seeded by `seed`."""
+def load_dataset(spec: str, *, seed: int, data_root: str | None = None, angle_unit: str = "radians") -> Dataset:
+    """Resolve a data spec (see the module docstring) with the split / generator seeded by `seed`; `angle_unit`
+    (radians | degrees) is the unit of an `angles:PATH` table."""
     import torch
 
     from flowlab.core.gfm.data import EARTH_SETS, load_angles, load_earth, poincare_mixture, random_torus_mixture, split
     from flowlab.core.manifolds import FlatTorus, PoincareBall, Sphere
 
+    if angle_unit not in ANGLE_UNITS:
+        raise ValueError(f"angle_unit: expected one of {ANGLE_UNITS}, got {angle_unit!r}")
     kind, _, arg = spec.partition(":")
+    if angle_unit != "radians" and kind != "angles":
+        raise ValueError(f"data: --angle-unit {angle_unit} is for an angles:PATH table, got {spec!r}")
     if kind == "earth":
         if arg not in EARTH_SETS:
             raise ValueError(f"data: expected earth:{'|'.join(EARTH_SETS)}, got {spec!r}")
@@ -73,17 +82,17 @@ def load_dataset(spec: str, *, seed: int, data_root: str | None = None) -> Datas
         parts = split(load_earth(arg), seed)
         return Dataset(Sphere(2), parts.train, parts.test)
     if kind == "angles" and arg:
-        x = load_angles(arg)
+        x = load_angles(arg, degrees=angle_unit == "degrees")
         parts = split(x, seed)
         return Dataset(FlatTorus(x.shape[1]), parts.train, parts.test)
     raise ValueError(f"data: expected {DATA_SPECS}, got {spec!r}")
 
 
-def _dataset_option(spec: str, *, seed: int, data_root: str | None) -> Dataset:
+def _dataset_option(spec: str, *, seed: int, data_root: str | None, angle_unit: str) -> Dataset:
     """`load_dataset` for `train`: a bad spec or data file reported against --data, an earth file against
     --data-root."""
     try:
-        return load_dataset(spec, seed=seed, data_root=data_root)
+        return load_dataset(spec, seed=seed, data_root=data_root, angle_unit=angle_unit)
     except (FileNotFoundError, ValueError) as err:
         spec_error = str(err).startswith("data: ")
         option = "--data-root" if spec.startswith("earth:") and not spec_error else "--data"
@@ -124,7 +133,8 @@ def _load_run(run: Path) -> tuple[Any, dict[str, Any], Dataset]:
     meta = _run_meta(cfg_path)
     try:
         config = GFMConfig.from_mapping(meta["config"])
-        data = load_dataset(meta["data"], seed=meta["seed"], data_root=meta["data_root"])
+        unit = meta.get("angle_unit", "radians")  # runs from before the option read radians
+        data = load_dataset(meta["data"], seed=meta["seed"], data_root=meta["data_root"], angle_unit=unit)
     except (FileNotFoundError, ValueError) as err:
         raise _run_fail(f"{cfg_path}: {err}") from err
     state = load_weights_option(weights, "--run")
@@ -152,6 +162,9 @@ def train(
     fourier_dim: Annotated[int, typer.Option(help="Random Fourier features of x (0: none; earth bench: 128).")] = 0,
     fourier_scale: Annotated[float, typer.Option(help="Their frequency scale (earth bench: 3).")] = 1.0,
     seed: Annotated[int, typer.Option(help="Seed of the split / generated data and of training.", **SEEDS)] = 0,
+    angle_unit: Annotated[
+        str, typer.Option(help="Unit of an angles:PATH table: radians | degrees (values outside it are refused).")
+    ] = "radians",
     data_root: Annotated[
         str | None, typer.Option(envvar="FLOWLAB_DATA", help="Data root holding earth_sphere/ (default $FLOWLAB_DATA).")
     ] = None,
@@ -178,16 +191,17 @@ def train(
         )  # fmt: skip
     except ValueError as err:
         raise option_error(err) from err
-    ds = _dataset_option(data, seed=seed, data_root=data_root)
+    choice_option(angle_unit, ANGLE_UNITS, "--angle-unit")
+    ds = _dataset_option(data, seed=seed, data_root=data_root, angle_unit=angle_unit)
     spec = {"command": "manifold train", "data": data, "seed": seed, "config": config.to_dict(),
-            "data_fingerprint": data_fingerprint(ds.train)}  # fmt: skip
+            "angle_unit": angle_unit, "data_fingerprint": data_fingerprint(ds.train)}  # fmt: skip
     claim_run_option(out, spec, overwrite=overwrite, resume=resume)
     trained = train_gfm(
         ds.manifold, ds.train, config, generator=torch.Generator().manual_seed(seed), device=resolved,
         ckpt_dir=out / "checkpoints", progress=progress,
     )  # fmt: skip
     torch.save(trained.flow_map.state_dict(), out / "model.pt")
-    meta = {"data": data, "seed": seed, "data_root": data_root, "manifold": repr(ds.manifold)}
+    meta = {"data": data, "seed": seed, "data_root": data_root, "angle_unit": angle_unit, "manifold": repr(ds.manifold)}
     meta.update(config=config.to_dict(), samples_seen=trained.samples_seen)
     (out / "config.json").write_text(json.dumps(meta, indent=2))
     typer.echo(f"trained {objective} on {data}: {trained.samples_seen} samples seen -> {out}")

@@ -23,6 +23,7 @@ from flowlab.core.manifolds.base import Manifold, check_count
 from flowlab.core.validation import check_tensor
 
 __all__ = [
+    "ANGLE_RANGES",
     "EARTH_SETS",
     "Mixture",
     "Split",
@@ -40,13 +41,14 @@ __all__ = [
 EARTH_SETS = ("volcano", "earthquake", "flood")
 
 
-def _read_table(path: Path, what: str) -> np.ndarray:
+def _read_table(path: Path, what: str, *, delimiter: str = ",") -> np.ndarray:
+    kind = "tab" if delimiter == "\t" else "comma"
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # numpy's "no data" on an empty file: refused below
-            table = np.loadtxt(path, delimiter=",", ndmin=2, dtype=np.float64)
+            table = np.loadtxt(path, delimiter=delimiter, ndmin=2, dtype=np.float64)
     except ValueError as err:
-        raise ValueError(f"path: {path} is not a numeric comma-separated {what} table ({err})") from None
+        raise ValueError(f"path: {path} is not a numeric {kind}-separated {what} table ({err})") from None
     if table.shape[0] == 0:
         raise ValueError(f"path: {path} holds no rows")
     if not np.isfinite(table).all():
@@ -117,15 +119,32 @@ def load_earth(
     return latlon_to_sphere(torch.from_numpy(table)).to(dtype)
 
 
+#: the range a column of angles may span in each unit: both [-π, π) and [0, 2π) conventions (and their degrees)
+ANGLE_RANGES = {"radians": (-math.pi, 2 * math.pi), "degrees": (-180.0, 360.0)}
+
+
 def load_angles(
     path: str | os.PathLike[str], *, degrees: bool = False, dtype: torch.dtype = torch.float32
 ) -> torch.Tensor:
-    """An angle table (one row per sample, one column per angle; comma separated, no header) as points on the flat
-    torus T^d: (N, d) wrapped to [-π, π). `degrees=True` converts from degrees first."""
+    """An angle table (one row per sample, one column per angle, no header; comma separated, or tab separated for
+    a .tsv / .tab file) as points on the flat torus T^d: (N, d) wrapped to [-π, π). `degrees=True` reads degrees.
+
+    Values outside the unit's range (`ANGLE_RANGES`: [-π, 2π] radians, [-180, 360] degrees, which hold both the
+    signed and the positive convention) are an error naming the file, the range found and the other unit: a table
+    of degrees read as radians would otherwise wrap into noise without a word."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"path: angle table not found: {path}")
-    table = torch.from_numpy(_read_table(path, "angle"))
+    delimiter = "\t" if path.suffix.lower() in (".tsv", ".tab") else ","
+    table = torch.from_numpy(_read_table(path, "angle", delimiter=delimiter))
+    unit, other = ("degrees", "radians") if degrees else ("radians", "degrees")
+    low, high = ANGLE_RANGES[unit]
+    found = (float(table.min()), float(table.max()))
+    if found[0] < low - 1e-6 or found[1] > high + 1e-6:
+        raise ValueError(
+            f"path: {path} holds angles from {found[0]:g} to {found[1]:g}, outside the {unit} range "
+            f"[{low:g}, {high:g}]; if the table is in {other}, say so (--angle-unit {other})"
+        )
     if degrees:
         table = torch.deg2rad(table)
     return wrap(table).to(dtype)
