@@ -1,5 +1,6 @@
 """Unbalanced optimal transport with KL marginal penalties by a translation-invariant Sinkhorn with ε-scaling, on a
-truncated (sparse once it pays) kernel: a fast solve of the unregularised problem on thousands of points per side.
+stabilised kernel that goes sparse once it pays: a fast solve of the unregularised problem on thousands of points
+per side.
 
 The problem, for masses a: (n,), b: (m,), a cost M: (n, m) and penalties ρ1, ρ2:
 
@@ -14,12 +15,12 @@ optimal transport: translation invariant Sinkhorn and 1-D Frank-Wolfe"). ε is h
 steps within a stage as soon as the dual objective stops increasing.
 
 The kernel exp((f_i + g_j − M_ij) / ε) is stored with the current potentials absorbed (stabilised, Schmitzer 2019),
-in float32, and without the entries below e^{−truncate}: those carry no mass at the plan's precision. Once at most a
-quarter of the entries remain, it is a sparse CSR matrix, so late stages cost O(kept entries) per step. The
-potentials are re-absorbed and the kernel rebuilt whenever a scaling leaves [e^{−absorb}, e^{absorb}], which keeps
-every dropped entry below e^{−(truncate − 2 absorb)}. Potentials and the final plan are float64; the plan holds
-exact zeros where its kernel entry is below e^{−truncate} (so pair samplers can keep only the rest). Runs on M's
-device.
+in float32. While more than 5 % of its entries lie above e^{−truncate} it is one dense matrix (entries below e^{−50}
+dropped), rebuilt when a scaling leaves [e^{−15}, e^{15}]. Below that share it is a pair of
+CSR matrices (K and Kᵀ, built row block by row block) without the entries under e^{−truncate}, so the late, long
+stages cost O(kept entries) a step, and it is rebuilt when a scaling leaves [e^{−absorb}, e^{absorb}]: every
+dropped entry stays below e^{−(truncate − 2 absorb)}. Potentials and the final plan are float64; the plan holds
+exact zeros where its entry is below e^{−truncate} (so pair samplers can keep only the rest). Runs on M's device.
 """
 
 from __future__ import annotations
@@ -35,7 +36,11 @@ from flowlab.core.validation import check_tensor
 
 __all__ = ["UnbalancedSinkhornSolution", "unbalanced_sinkhorn_kl"]
 
-_SPARSE_BELOW = 0.25  # kept share of the kernel's entries under which it is stored sparse
+_SPARSE_BELOW = 0.05  # kept share of the entries under which the kernel is stored sparse (K and Kᵀ: 24 bytes an
+# entry against 4 dense, and a sparse product costs several times a dense one per entry)
+_DENSE_TRUNCATE = 50.0  # a dense kernel drops only the entries below e^{-50} ...
+_DENSE_ABSORB = 15.0  # ... so its scalings may reach e^{±15}: dropped entries stay below e^{-20} relative, and no
+# product K_ij e^{lv_j} falls below float32's normal range (denormal arithmetic is many times slower on CPUs)
 _BLOCK = 1 << 22  # kernel entries built at once, to bound the working memory
 
 
@@ -54,32 +59,56 @@ class UnbalancedSinkhornSolution:
     converged: bool
 
 
-class _Kernel:
-    """K_ij = exp((f_i + g_j − M_ij) / ε) without the entries below e^{−truncate}; dense or sparse CSR."""
+def _exponent_rows(M, f, g, eps):
+    """Row blocks (start, z) of z = (f_i + g_j − M_ij) / ε: (rows, m), bounding the working memory."""
+    n, m = M.shape
+    rows = max(1, _BLOCK // max(1, m))
+    for start in range(0, n, rows):
+        yield start, (f[start : start + rows, None] + g[None, :] - M[start : start + rows]).div_(eps)
 
-    def __init__(self, M, f, g, eps, truncate, dtype, sparse):
+
+def _csr(M, f, g, eps, truncate) -> torch.Tensor:
+    """exp((f_i + g_j − M_ij) / ε) as a float32 CSR matrix of the entries above e^{−truncate}, built row block by
+    row block (already in row order: no sort)."""
+    counts, cols, values = [], [], []
+    for _, z in _exponent_rows(M, f, g, eps):
+        keep = z > -truncate
+        i, j = keep.nonzero(as_tuple=True)
+        counts.append(keep.sum(1))
+        cols.append(j)
+        values.append(z[i, j].exp_().float())
+    crow = torch.cat([torch.zeros(1, dtype=torch.int64, device=M.device), torch.cat(counts).cumsum(0)])
+    with warnings.catch_warnings():  # torch flags sparse CSR as beta on every construction
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(crow, torch.cat(cols), torch.cat(values), M.shape, check_invariants=False)
+
+
+def _kept_share(M, f, g, eps, truncate) -> float:
+    """The share of kernel entries above e^{−truncate}, estimated on 256 evenly spaced rows."""
+    rows = torch.linspace(0, M.shape[0] - 1, min(256, M.shape[0]), device=M.device).long()
+    return float(((f[rows, None] + g[None, :] - M[rows]) / eps > -truncate).double().mean())
+
+
+class _Kernel:
+    """K_ij = exp((f_i + g_j − M_ij) / ε) in float32, with Kᵀ for the column step.
+
+    sparse: CSR matrices of K and Kᵀ without the entries below e^{−truncate}. Dense: one (n, m) matrix without the
+    entries below e^{−_DENSE_TRUNCATE}, rebuilt when the scalings leave e^{±_DENSE_ABSORB}. `density`: the share of
+    entries above e^{−truncate} either way (what a sparse kernel keeps)."""
+
+    def __init__(self, M, f, g, eps, truncate, sparse):
         n, m = M.shape
-        rows = max(1, _BLOCK // max(1, m))
-        kept, parts = 0, []
-        dense = None if sparse else torch.empty((n, m), dtype=dtype, device=M.device)
-        for start in range(0, n, rows):
-            z = (f[start : start + rows, None] + g[None, :] - M[start : start + rows]).div_(eps)
-            keep = z > -truncate
-            kept += int(keep.sum())
-            if sparse:
-                i, j = keep.nonzero(as_tuple=True)
-                parts.append((i + start, j, z[i, j].exp().to(dtype)))
-            else:
-                dense[start : start + rows] = z.masked_fill_(~keep, -math.inf).exp_()
-        self.density = kept / max(1, n * m)
+        self.sparse = sparse
         if sparse:
-            i, j, v = (torch.cat(p) for p in zip(*parts))
-            with warnings.catch_warnings():  # torch flags sparse CSR as beta on every construction
-                warnings.simplefilter("ignore", UserWarning)
-                coo = torch.sparse_coo_tensor(torch.stack([i, j]), v, (n, m), check_invariants=False)
-                self.K, self.KT = coo.to_sparse_csr(), coo.t().to_sparse_csr()
+            self.K, self.KT = _csr(M, f, g, eps, truncate), _csr(M.t(), g, f, eps, truncate)
+            kept = self.K.values().numel()
         else:
-            self.K, self.KT = dense, dense.t()
+            self.K, kept = torch.empty((n, m), dtype=torch.float32, device=M.device), 0
+            for start, z in _exponent_rows(M, f, g, eps):
+                kept += int((z > -truncate).sum())
+                self.K[start : start + len(z)] = z.masked_fill_(z < -_DENSE_TRUNCATE, -math.inf).exp_()
+            self.KT = self.K.t()
+        self.density = kept / max(1, n * m)
 
     def __matmul__(self, v: torch.Tensor) -> torch.Tensor:
         return (self.K @ v[:, None])[:, 0]
@@ -147,12 +176,12 @@ def unbalanced_sinkhorn_kl(
     f, g = torch.zeros_like(a), torch.zeros_like(b)
     log_a, log_b = a.log(), b.log()
     tau_scale = rho1 * rho2 / (rho1 + rho2)
-    iterations, builds, density, converged = 0, 0, 1.0, False
+    iterations, builds, converged = 0, 0, False
     for e in epsilons:
         last = e == epsilons[-1]
         k1, k2 = rho1 / (rho1 + e), rho2 / (rho2 + e)
-        kernel = _Kernel(M, f, g, e, truncate, torch.float32, sparse=density < _SPARSE_BELOW)
-        builds, density = builds + 1, kernel.density
+        kernel = _Kernel(M, f, g, e, truncate, sparse=_kept_share(M, f, g, e, truncate) < _SPARSE_BELOW)
+        builds += 1
         lu, lv = torch.zeros_like(a), torch.zeros_like(b)
         relax, dual = float(omega), -math.inf
         converged = False
@@ -175,10 +204,11 @@ def unbalanced_sinkhorn_kl(
                 relax = 1.0  # the over-relaxed step lost dual value: plain (monotone) steps from here
             dual = max(dual, value)
             moved = max(float((lu - before_u).abs().max()), float((lv - before_v).abs().max())) * e
-            if float(lu.abs().max()) > absorb or float(lv.abs().max()) > absorb:
+            bound = absorb if kernel.sparse else _DENSE_ABSORB
+            if float(lu.abs().max()) > bound or float(lv.abs().max()) > bound:
                 f, g = fc, gc
-                kernel = _Kernel(M, f, g, e, truncate, torch.float32, sparse=density < _SPARSE_BELOW)
-                builds, density = builds + 1, kernel.density
+                kernel = _Kernel(M, f, g, e, truncate, sparse=_kept_share(M, f, g, e, truncate) < _SPARSE_BELOW)
+                builds += 1
                 lu, lv = torch.zeros_like(a), torch.zeros_like(b)
             if moved < (tol * e if last else e):
                 converged = True
@@ -193,4 +223,4 @@ def unbalanced_sinkhorn_kl(
         )
     plan = M.neg().add_(f[:, None]).add_(g[None, :]).div_(eps)
     plan.masked_fill_(plan < -truncate, -math.inf).exp_().mul_(a[:, None]).mul_(b[None, :])
-    return UnbalancedSinkhornSolution(plan, f, g, iterations, builds, density, converged)
+    return UnbalancedSinkhornSolution(plan, f, g, iterations, builds, kernel.density, converged)
