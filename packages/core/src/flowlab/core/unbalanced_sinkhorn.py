@@ -15,8 +15,8 @@ optimal transport: translation invariant Sinkhorn and 1-D Frank-Wolfe"). ε is h
 steps within a stage as soon as the dual objective stops increasing.
 
 The kernel exp((f_i + g_j − M_ij) / ε) is stored with the current potentials absorbed (stabilised, Schmitzer 2019),
-in float32. While more than 5 % of its entries lie above e^{−truncate} it is one dense matrix (entries below e^{−50}
-dropped), rebuilt when a scaling leaves [e^{−15}, e^{15}]. Below that share it is a pair of
+in float32. While more than 5 % of its entries lie above e^{−truncate} it is one dense matrix (entries floored at
+e^{−50}), rebuilt in place when a scaling leaves [e^{−15}, e^{15}]. Below that share it is a pair of
 CSR matrices (K and Kᵀ, built row block by row block) without the entries under e^{−truncate}, so the late, long
 stages cost O(kept entries) a step, and it is rebuilt when a scaling leaves [e^{−absorb}, e^{absorb}]: every
 dropped entry stays below e^{−(truncate − 2 absorb)}. Potentials and the final plan are float64; the plan holds
@@ -38,9 +38,9 @@ __all__ = ["UnbalancedSinkhornSolution", "unbalanced_sinkhorn_kl"]
 
 _SPARSE_BELOW = 0.05  # kept share of the entries under which the kernel is stored sparse (K and Kᵀ: 24 bytes an
 # entry against 4 dense, and a sparse product costs several times a dense one per entry)
-_DENSE_TRUNCATE = 50.0  # a dense kernel drops only the entries below e^{-50} ...
-_DENSE_ABSORB = 15.0  # ... so its scalings may reach e^{±15}: dropped entries stay below e^{-20} relative, and no
-# product K_ij e^{lv_j} falls below float32's normal range (denormal arithmetic is many times slower on CPUs)
+_DENSE_TRUNCATE = 50.0  # a dense kernel's entries are floored at e^{-50} ...
+_DENSE_ABSORB = 15.0  # ... so its scalings may reach e^{±15}: no product K_ij e^{lv_j} falls below float32's normal
+# range (denormal arithmetic is many times slower on CPUs), and a floored entry stays below e^{-20} relative
 _BLOCK = 1 << 22  # kernel entries built at once, to bound the working memory
 
 
@@ -92,22 +92,28 @@ def _kept_share(M, f, g, eps, truncate) -> float:
 class _Kernel:
     """K_ij = exp((f_i + g_j − M_ij) / ε) in float32, with Kᵀ for the column step.
 
-    sparse: CSR matrices of K and Kᵀ without the entries below e^{−truncate}. Dense: one (n, m) matrix without the
-    entries below e^{−_DENSE_TRUNCATE}, rebuilt when the scalings leave e^{±_DENSE_ABSORB}. `density`: the share of
-    entries above e^{−truncate} either way (what a sparse kernel keeps)."""
+    sparse: CSR matrices of K and Kᵀ without the entries below e^{−truncate}. Dense: one (n, m) matrix (the buffer
+    of `reuse`, a dense kernel it replaces, when given) with the entries below e^{−_DENSE_TRUNCATE} raised to it (an
+    extra mass of at most e^{−50} a_i b_j per pair, and no denormal products), rebuilt when the scalings leave
+    e^{±_DENSE_ABSORB}. `density`: the share of
+    entries above e^{−truncate} (what a sparse kernel keeps; for a dense one, estimated on 256 rows)."""
 
-    def __init__(self, M, f, g, eps, truncate, sparse):
+    def __init__(self, M, f, g, eps, truncate, sparse, reuse=None):
         n, m = M.shape
         self.sparse = sparse
         if sparse:
-            self.K, self.KT = _csr(M, f, g, eps, truncate), _csr(M.t(), g, f, eps, truncate)
+            self.K = _csr(M, f, g, eps, truncate)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                self.KT = self.K.t().to_sparse_csr()  # CSC -> CSR: a CSC product is tens of times slower
             kept = self.K.values().numel()
         else:
-            self.K, kept = torch.empty((n, m), dtype=torch.float32, device=M.device), 0
+            dense = reuse is not None and not reuse.sparse
+            self.K = reuse.K if dense else torch.empty((n, m), dtype=torch.float32, device=M.device)
             for start, z in _exponent_rows(M, f, g, eps):
-                kept += int((z > -truncate).sum())
-                self.K[start : start + len(z)] = z.masked_fill_(z < -_DENSE_TRUNCATE, -math.inf).exp_()
+                torch.exp(z.clamp_min_(-_DENSE_TRUNCATE), out=self.K[start : start + len(z)])
             self.KT = self.K.t()
+            kept = _kept_share(M, f, g, eps, truncate) * n * m
         self.density = kept / max(1, n * m)
 
     def __matmul__(self, v: torch.Tensor) -> torch.Tensor:
@@ -176,11 +182,11 @@ def unbalanced_sinkhorn_kl(
     f, g = torch.zeros_like(a), torch.zeros_like(b)
     log_a, log_b = a.log(), b.log()
     tau_scale = rho1 * rho2 / (rho1 + rho2)
-    iterations, builds, converged = 0, 0, False
+    iterations, builds, converged, kernel = 0, 0, False, None
     for e in epsilons:
         last = e == epsilons[-1]
         k1, k2 = rho1 / (rho1 + e), rho2 / (rho2 + e)
-        kernel = _Kernel(M, f, g, e, truncate, sparse=_kept_share(M, f, g, e, truncate) < _SPARSE_BELOW)
+        kernel = _Kernel(M, f, g, e, truncate, sparse=_kept_share(M, f, g, e, truncate) < _SPARSE_BELOW, reuse=kernel)
         builds += 1
         lu, lv = torch.zeros_like(a), torch.zeros_like(b)
         relax, dual = float(omega), -math.inf
@@ -207,7 +213,9 @@ def unbalanced_sinkhorn_kl(
             bound = absorb if kernel.sparse else _DENSE_ABSORB
             if float(lu.abs().max()) > bound or float(lv.abs().max()) > bound:
                 f, g = fc, gc
-                kernel = _Kernel(M, f, g, e, truncate, sparse=_kept_share(M, f, g, e, truncate) < _SPARSE_BELOW)
+                kernel = _Kernel(
+                    M, f, g, e, truncate, sparse=_kept_share(M, f, g, e, truncate) < _SPARSE_BELOW, reuse=kernel
+                )
                 builds += 1
                 lu, lv = torch.zeros_like(a), torch.zeros_like(b)
             if moved < (tol * e if last else e):

@@ -1,4 +1,5 @@
-"""Benchmark scenarios `core.gfm.earth`, `core.gfm.torus`, `core.gfm.hyperbolic` (exposed as `SCENARIOS`).
+"""Benchmark scenarios `core.gfm.earth`, `core.gfm.torus`, `core.gfm.torus7`, `core.gfm.hyperbolic` (exposed as
+`SCENARIOS`).
 
 Each trains, in one process and from one seed, the GFM objectives of its variant and the RFM baseline (the same
 network trained on the diagonal only) and reports, per data set:
@@ -22,8 +23,8 @@ slower than one.
 """
 
 from flowlab.core.gfm.benchmarks.earth import EARTH
-from flowlab.core.gfm.benchmarks.synthetic import HYPERBOLIC, TORUS
+from flowlab.core.gfm.benchmarks.synthetic import HYPERBOLIC, TORUS, TORUS7
 
 __all__ = ["SCENARIOS"]
 
-SCENARIOS = (EARTH, TORUS, HYPERBOLIC)
+SCENARIOS = (EARTH, TORUS, TORUS7, HYPERBOLIC)

@@ -1,5 +1,5 @@
-"""`core.gfm.torus` and `core.gfm.hyperbolic`: GFM vs RFM on generated wrapped-normal mixtures (T^d and the
-Poincaré disk), scored also by KL to the exact density."""
+"""`core.gfm.torus`, `core.gfm.torus7` and `core.gfm.hyperbolic`: GFM vs RFM on generated wrapped-normal mixtures
+(T^d and the Poincaré disk), scored also by KL to the exact density."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ from flowlab.core.gfm.benchmarks.protocol import (
     FULL_TRAIN,
     LABELS,
     QUICK_FIELDS,
+    QUICK_TRAIN,
     SMOKE_FIELDS,
+    SMOKE_TRAIN,
     GFMBench,
     assemble,
     directions,
@@ -93,6 +95,38 @@ TORUS = Scenario(
     # the headline: the cheapest GFM case, on a torus like the paper's 1-NFE table (backbone torsions, T²)
     headline=True,
     claim=Claim("G-LSD's 1-NFE MMD at most 1/5 of RFM's (T²)", "T2/mmd_nfe1", "<=", 0.2, baseline="RFM"),
+)
+
+#: T⁷ at a CPU budget (issue 39): G-LSD with the finite-difference time derivative (`lsd_derivative="fd"`), the
+#: quick network trained TORUS7_STEPS steps in all, G-LSD from RFM's step TORUS7_WARM; 2000 samples and test points
+TORUS7_STEPS, TORUS7_WARM = 50_000, 15_000
+TORUS7_FULL = TorusBench(train=replace(FULL_TRAIN, lsd_derivative="fd"), dims=(7,), objectives=("lsd",))
+TORUS7_QUICK = replace(
+    TORUS7_FULL,
+    **QUICK_FIELDS,
+    dims=(7,),
+    objectives=("lsd",),
+    train=replace(QUICK_TRAIN, steps=TORUS7_STEPS, lsd_derivative="fd"),
+    warm_start=TORUS7_WARM,
+    samples=2000,
+    n_test=2000,
+)
+TORUS7_SMOKE = replace(
+    TORUS7_QUICK, **SMOKE_FIELDS, train=replace(SMOKE_TRAIN, lsd_derivative="fd"), n_train=512, n_test=128
+)
+
+TORUS7 = Scenario(
+    name="core.gfm.torus7",
+    package="core",
+    method="gfm",
+    run=run_torus,
+    variants={"smoke": TORUS7_SMOKE, "quick": TORUS7_QUICK, "full": TORUS7_FULL},
+    directions=directions(("T7",)),
+    tags=frozenset({"manifold", "flow-map", "few-step"}),
+    description="G-LSD (finite-difference time derivative) vs RFM on a 4-mode wrapped-normal mixture on T⁷ within "
+    "10 CPU minutes a seed: MMD by NFE, KL, each objective's step cost against RFM's.",
+    expected_seconds={"smoke": 5, "quick": 560, "full": 5000},
+    claim=Claim("G-LSD's 1-NFE MMD at most 1/5 of RFM's (T⁷)", "T7/mmd_nfe1", "<=", 0.2, baseline="RFM"),
 )
 
 HYPERBOLIC = Scenario(
