@@ -103,16 +103,18 @@ TORUS7_STEPS, TORUS7_WARM = 50_000, 15_000
 TORUS7_FULL = TorusBench(train=replace(FULL_TRAIN, lsd_derivative="fd"), dims=(7,), objectives=("lsd",))
 TORUS7_QUICK = replace(
     TORUS7_FULL,
-    **QUICK_FIELDS,
+    **{
+        **QUICK_FIELDS,
+        "objectives": ("lsd",),
+        "train": replace(QUICK_TRAIN, steps=TORUS7_STEPS, lsd_derivative="fd"),
+        "samples": 2000,
+    },
     dims=(7,),
-    objectives=("lsd",),
-    train=replace(QUICK_TRAIN, steps=TORUS7_STEPS, lsd_derivative="fd"),
     warm_start=TORUS7_WARM,
-    samples=2000,
     n_test=2000,
 )
 TORUS7_SMOKE = replace(
-    TORUS7_QUICK, **SMOKE_FIELDS, train=replace(SMOKE_TRAIN, lsd_derivative="fd"), n_train=512, n_test=128
+    TORUS7_QUICK, **{**SMOKE_FIELDS, "train": replace(SMOKE_TRAIN, lsd_derivative="fd")}, n_train=512, n_test=128
 )
 
 TORUS7 = Scenario(
