@@ -99,7 +99,7 @@ TORUS = Scenario(
 
 #: T⁷ at a CPU budget (issue 39): G-LSD with the finite-difference time derivative (`lsd_derivative="fd"`), the
 #: quick network trained TORUS7_STEPS steps in all, G-LSD from RFM's step TORUS7_WARM; 2000 samples and test points
-TORUS7_STEPS, TORUS7_WARM = 50_000, 15_000
+TORUS7_STEPS, TORUS7_WARM = 60_000, 20_000
 TORUS7_FULL = TorusBench(train=replace(FULL_TRAIN, lsd_derivative="fd"), dims=(7,), objectives=("lsd",))
 TORUS7_QUICK = replace(
     TORUS7_FULL,
