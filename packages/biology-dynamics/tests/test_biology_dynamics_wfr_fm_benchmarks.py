@@ -16,6 +16,7 @@ from flowlab.biology_dynamics.wfr_fm.benchmarks.curves import curve_steps, time_
 from flowlab.biology_dynamics.wfr_fm.benchmarks.emt import EMTBench
 from flowlab.biology_dynamics.wfr_fm.benchmarks.gene import GeneBench
 from flowlab.biology_dynamics.wfr_fm.benchmarks.mixture import MixtureBench
+from flowlab.biology_dynamics.wfr_fm.benchmarks.plan_scale import PlanScaleBench
 from flowlab.biology_dynamics.wfr_fm.benchmarks.settings import WFRBench, quick, with_matching
 from flowlab.biology_dynamics.wfr_fm.data import subsample_cells
 from flowlab.biology_dynamics.wfr_fm.model import WFRConfig, WFRFlowMatching
@@ -24,7 +25,12 @@ from flowlab.biology_dynamics.wfr_fm.neural_ode_growth import GrowthNeuralODE
 
 def test_scenarios_are_registered_with_typed_variants():
     by_name = {s.name: s for s in SCENARIOS if s.method == "wfr_fm"}
-    assert set(by_name) == {"bio.wfr_fm.gene", "bio.wfr_fm.emt", "bio.wfr_fm.dygen", "bio.wfr_fm.mixture50"}
+    assert set(by_name) == {
+        "bio.wfr_fm.gene", "bio.wfr_fm.emt", "bio.wfr_fm.dygen", "bio.wfr_fm.mixture50", "bio.wfr_fm.plan_scale"
+    }  # fmt: skip
+    scale = by_name.pop("bio.wfr_fm.plan_scale").variants  # the plan solve alone at growing cell counts
+    assert {type(v) for v in scale.values()} == {PlanScaleBench}
+    assert max(scale["smoke"].cells) < max(scale["quick"].cells) < max(scale["full"].cells) == 20_000
     mixture = by_name.pop("bio.wfr_fm.mixture50").variants  # delta from the data; sizes from the presets
     assert {type(v) for v in mixture.values()} == {MixtureBench}
     assert mixture["smoke"].n0 < mixture["quick"].n0 < mixture["full"].n0 and mixture["quick"].dim == 50
