@@ -23,7 +23,7 @@ import torch
 
 from flowlab.core.manifolds.base import Manifold
 from flowlab.core.unbalanced_sinkhorn import unbalanced_sinkhorn_kl
-from flowlab.core.validation import check_choice, check_same_batch, check_tensor
+from flowlab.core.validation import check_choice, check_positive, check_same_batch, check_tensor
 
 __all__ = [
     "Cost",
@@ -198,12 +198,6 @@ def _check_pair_inputs(x_0: torch.Tensor, x_1: torch.Tensor) -> None:
         raise ValueError(f"x_0, x_1: event shapes differ, {tuple(x_0.shape[1:])} vs {tuple(x_1.shape[1:])}")
 
 
-def _check_positive(value: float, name: str) -> float:
-    if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-        raise ValueError(f"{name}: expected a positive finite number, got {value!r}")
-    return float(value)
-
-
 def _normalised(M: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
     top = M.max()
     return M / top if top > 0 else M
@@ -348,7 +342,7 @@ class SinkhornCoupling(_OTCoupling):
         num_iter_max: int = 1000,
     ) -> None:
         super().__init__(cost)
-        self.reg = _check_positive(reg, "reg")
+        self.reg = check_positive(reg, "reg")
         self.normalize_cost = bool(normalize_cost)
         self.method = check_choice(method, ("sinkhorn", "sinkhorn_log", "sinkhorn_stabilized"), "method")
         self.num_iter_max = int(num_iter_max)
@@ -449,13 +443,13 @@ class UnbalancedOTCoupling(_WithCost):
         if len(pair) not in (1, 2):
             raise ValueError(f"reg_m: expected a number or a pair of numbers, got {reg_m!r}")
         for value in pair:
-            _check_positive(value, "reg_m")
+            check_positive(value, "reg_m")
         self.reg_m = float(pair[0]) if len(pair) == 1 else (float(pair[0]), float(pair[1]))
         if not (isinstance(reg, int | float) and math.isfinite(reg) and reg >= 0):
             raise ValueError(f"reg: expected a non-negative finite number, got {reg!r}")
         self.reg = float(reg)
-        self.a = None if a is None else _check_positive(a, "a")
-        self.b = None if b is None else _check_positive(b, "b")
+        self.a = None if a is None else check_positive(a, "a")
+        self.b = None if b is None else check_positive(b, "b")
         self.normalize_cost = bool(normalize_cost)
         if chunk is not None and (not isinstance(chunk, int) or chunk < 1):
             raise ValueError(f"chunk: expected a positive block size or None, got {chunk!r}")
@@ -466,7 +460,7 @@ class UnbalancedOTCoupling(_WithCost):
             raise ValueError(
                 "solver: 'sinkhorn' is for the unregularised plan (reg = 0); reg > 0 is POT's entropic one"
             )
-        self.eps = _check_positive(eps, "eps")
+        self.eps = check_positive(eps, "eps")
 
     def _masses(self, given: torch.Tensor | None, per_point: float | None, n: int, name: str) -> np.ndarray:
         if given is None:
@@ -479,10 +473,10 @@ class UnbalancedOTCoupling(_WithCost):
         return given.detach().to("cpu", torch.float64).numpy()
 
     def _solve(self, a: np.ndarray, b: np.ndarray, M: np.ndarray) -> np.ndarray:
-        if self.normalize_cost:
-            M = _normalised(M)
         if self.solver == "sinkhorn":
             return self._sinkhorn(torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(M)).numpy()
+        if self.normalize_cost:
+            M = _normalised(M)
         if self.reg == 0:
             return mm_unbalanced_kl(a, b, M, self.reg_m, num_iter_max=self.num_iter_max)
         return _pot().unbalanced.sinkhorn_unbalanced(a, b, M, self.reg, self.reg_m, numItermax=self.num_iter_max)

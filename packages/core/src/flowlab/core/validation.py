@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import torch
@@ -55,6 +56,13 @@ def check_grid(grid: torch.Tensor, name: str = "grid") -> torch.Tensor:
     if not (bool((steps > 0).all()) or bool((steps < 0).all())):
         raise ValueError(f"{name}: must be strictly increasing or strictly decreasing")
     return grid
+
+
+def check_positive(value: float, name: str) -> float:
+    """`value` as a float when it is a finite number above 0, else a ValueError naming `name`."""
+    if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+        raise ValueError(f"{name}: expected a positive finite number, got {value!r}")
+    return float(value)
 
 
 def check_choice(value: str, choices: Iterable[str], name: str) -> str:
