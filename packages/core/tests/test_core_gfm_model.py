@@ -102,6 +102,39 @@ def test_rotation_flow_map_has_zero_distillation_losses_and_perturbed_one_does_n
         assert float(loss(perturbed, x, s, t, manifold=m)) > 1e-6, loss.__name__
 
 
+def test_teacher_distillation_targets_come_from_the_teacher_and_train_only_the_student():
+    m = Sphere(2)
+    omega = torch.tensor([0.3, -0.5, 1.1], dtype=torch.float64)
+    exact = ParametrisedFlowMap(RotationNet(omega), manifold=m)
+    x_0, x_1 = _points(m, 64, 5), _points(m, 64, 6)
+
+    def loss(student, objective, teacher):
+        return gfm_loss(student, x_0, x_1, objective=objective, manifold=m, teacher=teacher,
+                        generator=torch.Generator().manual_seed(7))  # fmt: skip
+
+    for objective in ("lsd", "esd"):  # the exact map of the teacher's own field: both terms vanish
+        assert float(loss(exact, objective, exact.diagonal_field).loss) < 1e-12, objective
+        other = ParametrisedFlowMap(RotationNet(omega * 1.2), manifold=m).diagonal_field
+        out = loss(exact, objective, other)  # a teacher of another field: neither term does
+        assert float(out.logs["rfm"]) > 1e-3 and float(out.logs["sd"]) > 1e-3, objective
+    torch.manual_seed(0)
+    student = build_flow_map(m, hidden=(32, 32)).double()
+    # the student's own diagonal as the teacher: the SD term is self-distillation's, the diagonal term is zero
+    own, self_distilled = loss(student, "lsd", student.diagonal_field), loss(student, "lsd", None)
+    assert float(own.logs["rfm"]) < 1e-30 and float(self_distilled.logs["rfm"]) > 1e-3
+    torch.testing.assert_close(own.logs["sd"], self_distilled.logs["sd"], rtol=0, atol=0)
+    torch.manual_seed(1)
+    teacher = build_flow_map(m, hidden=(32, 32)).double()
+    loss(student, "lsd", teacher.diagonal_field).loss.backward()
+    assert all(p.grad is None for p in teacher.parameters())
+    assert all(p.grad is not None for p in student.parameters())
+    for objective in ("psd", "mf", "rfm"):
+        with pytest.raises(ValueError, match="teacher"):
+            loss(student, objective, teacher.diagonal_field)
+    with pytest.raises(ValueError, match="teacher"):
+        loss(student, "lsd", "rfm")
+
+
 class ConstantNet(nn.Module):
     def __init__(self, c):
         super().__init__()

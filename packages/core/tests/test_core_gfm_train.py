@@ -14,16 +14,17 @@ from typer.testing import CliRunner
 
 import flowlab.core.gfm.benchmarks.protocol as gfm_protocol
 from flowlab.core.bench import BenchContext
-from flowlab.core.gfm import GFMConfig, random_torus_mixture, semigroup_error, train_gfm
+from flowlab.core.gfm import GFMConfig, build_flow_map, random_torus_mixture, semigroup_error, train_gfm
 from flowlab.core.gfm.benchmarks import SCENARIOS
 from flowlab.core.gfm.benchmarks.earth import EARTH, EarthBench, run_earth
 from flowlab.core.gfm.benchmarks.protocol import data_floor, model_config
-from flowlab.core.gfm.benchmarks.synthetic import HyperbolicBench, run_hyperbolic
+from flowlab.core.gfm.benchmarks.synthetic import TORUS7_QUICK, HyperbolicBench, run_hyperbolic
 from flowlab.core.gfm.cli import app
 from flowlab.core.gfm.data import load_earth, split
 from flowlab.core.gfm.evaluate import mmd_by_nfe, reference_bandwidth
 from flowlab.core.gfm.train import scheduled_lr
 from flowlab.core.manifolds import FlatTorus, Sphere
+from flowlab.core.nets import seeded_init
 
 
 @pytest.fixture(autouse=True)
@@ -86,6 +87,40 @@ def test_every_objective_trains_on_the_sphere(objective):
         assert out.history[-1]["rfm"] < out.history[0]["rfm"]
     with pytest.raises(ValueError, match="data"):
         train_gfm(sphere, 2 * data, cfg, generator=torch.Generator())
+
+
+def test_teacher_distillation_pulls_the_diagonal_onto_the_teacher_and_is_checked():
+    """distill="teacher": the student's v_{t,t} regresses onto a frozen teacher field, whatever the data says."""
+    torus = FlatTorus(2)
+    data = torus.random_base(256, generator=torch.Generator().manual_seed(0))
+    with seeded_init(torch.Generator().manual_seed(1)):
+        teacher = build_flow_map(torus, hidden=(16,))
+    before = {k: v.clone() for k, v in teacher.state_dict().items()}
+    x = torus.random_base(512, generator=torch.Generator().manual_seed(2))
+    t = torch.rand(512, generator=torch.Generator().manual_seed(3))
+
+    def gap(model):
+        with torch.no_grad():
+            return float((model.diagonal_field(x=x, t=t) - teacher.diagonal_field(x=x, t=t)).square().mean())
+
+    cfg = GFMConfig(objective="lsd", distill="teacher", steps=150, batch_size=64, hidden=(16,), lr=3e-3)
+    gaps = {}
+    out = train_gfm(
+        torus, data, cfg, generator=torch.Generator().manual_seed(4), teacher=teacher.diagonal_field,
+        callbacks=(lambda info: gaps.setdefault(info.step, gap(info.model)) if info.step == 1 else None,),
+    )  # fmt: skip
+    assert gap(out.flow_map) < 0.2 * gaps[1], (gaps, gap(out.flow_map))
+    assert all(torch.equal(before[k], v) for k, v in teacher.state_dict().items())  # the teacher stays frozen
+    with pytest.raises(ValueError, match="teacher"):
+        train_gfm(torus, data, replace(cfg, steps=1), generator=torch.Generator())
+    with pytest.raises(ValueError, match="teacher"):
+        train_gfm(torus, data, replace(cfg, steps=1, distill="self"), generator=torch.Generator(), teacher=teacher)
+    with pytest.raises(ValueError, match="distill"):
+        replace(cfg, objective="psd")
+    with pytest.raises(ValueError, match="objectives"):
+        replace(TORUS7_QUICK, train=replace(TORUS7_QUICK.train, distill="teacher"), objectives=("psd",))
+    teaching = replace(TORUS7_QUICK, train=replace(TORUS7_QUICK.train, distill="teacher"))
+    assert (model_config(teaching, "rfm", 10).distill, model_config(teaching, "lsd", 10).distill) == ("self", "teacher")
 
 
 def test_scheduled_lr_is_the_training_schedule():

@@ -9,6 +9,10 @@ Objectives (the loss functions are the core's `losses.flow_map`, called with `ma
   of them on the diagonal (where it is RFM); no separate diagonal term. Our construction, the paper's exact form is
   unverified.
 - "rfm": the RFM baseline, L_RFM on every row.
+
+With a `teacher` (a pretrained field v_T(x, t), e.g. a trained RFM model's `diagonal_field`) the diagonal rows
+regress v_{t,t}(x_t) onto sg[v_T(x_t, t)] instead of the conditional velocity, and the self-distillation term takes
+its velocity target from v_T instead of the map's own diagonal (issue 39: distillation from the RFM teacher).
 """
 
 from __future__ import annotations
@@ -21,12 +25,15 @@ import torch
 from flowlab.core.flowmaps import sample_time_pairs
 from flowlab.core.losses.flow_map import diagonal_fm_loss, esd_loss, lsd_loss, meanflow_loss, psd_loss
 from flowlab.core.manifolds.base import Manifold
+from flowlab.core.paths.base import PathSample
 from flowlab.core.paths.geodesic import GeodesicPath
 from flowlab.core.validation import check_choice, check_same_batch
 
-__all__ = ["DEFAULT_DIAG_FRACTION", "OBJECTIVES", "GFMLoss", "gfm_loss"]
+__all__ = ["DEFAULT_DIAG_FRACTION", "OBJECTIVES", "TEACHER_OBJECTIVES", "GFMLoss", "gfm_loss"]
 
 OBJECTIVES = ("lsd", "esd", "psd", "mf", "rfm")
+#: the objectives whose target is a velocity field, so that a pretrained teacher field can replace the diagonal's
+TEACHER_OBJECTIVES = ("lsd", "esd")
 
 #: the share of each batch on the diagonal when `diag_fraction` is None: the spec's 25 % for the self-distillation
 #: objectives; 75 % for G-MF, MeanFlow's own ratio (25 % of pairs with s != t). On T² (quick, seed 0; README) G-MF
@@ -60,12 +67,15 @@ def gfm_loss(
     max_gap: float | None = None,
     esd_stopgrad: str = "none",
     lsd_derivative: str = "jvp",
+    teacher: Any = None,
 ) -> GFMLoss:
     """One GFM loss evaluation on source draws x_0 and data x_1: (B, ambient_dim) on `manifold`.
 
     flow_map: a two-time map with `velocity` (e.g. `build_flow_map(...)`). `generator` (CPU) draws the times.
     See the module docstring for the objectives; `esd_stopgrad` is passed to `esd_loss` ("none" | "pushforward"),
     `lsd_derivative` to `lsd_loss` as its `derivative` ("jvp" | "fd": ∂_t X by a central difference).
+    `teacher`: a frozen field `teacher(x=, t=)` for "lsd" and "esd" (module docstring; G-PSD's teacher would be a
+    flow map making its half jumps, RFM and G-MF have no self-distillation target).
     The default differs from the spec's "pushforward", which diverged in training on volcano and T² (see README).
     """
     check_choice(objective, OBJECTIVES, "objective")
@@ -74,6 +84,10 @@ def gfm_loss(
     batch = check_same_batch(x_0=x_0, x_1=x_1)
     if not 0.0 < float(t_max) < 1.0:
         raise ValueError(f"t_max: expected a value in (0, 1), got {t_max!r}")
+    if teacher is not None and objective not in TEACHER_OBJECTIVES:
+        raise ValueError(f"teacher: distillation from a teacher field is for {TEACHER_OBJECTIVES}, not {objective!r}")
+    if teacher is not None and not callable(teacher):
+        raise ValueError(f"teacher: expected a vector field teacher(x=, t=), got {type(teacher).__name__}")
     if diag_fraction is None:
         diag_fraction = DEFAULT_DIAG_FRACTION[objective]
     if not 0.0 <= float(diag_fraction) <= 1.0:
@@ -100,16 +114,19 @@ def gfm_loss(
             f"diag_fraction: {diag_fraction} of a batch of {batch} leaves no rows for the diagonal or the "
             f"self-distillation term of {objective!r}"
         )
-    rfm = diagonal_fm_loss(
-        flow_map, path.sample(x_0[:n_diag], x_1[:n_diag], _uniform(n_diag, t_max, generator, x_0)), manifold=manifold
-    )
+    diagonal = path.sample(x_0[:n_diag], x_1[:n_diag], _uniform(n_diag, t_max, generator, x_0))
+    if teacher is not None:
+        with torch.no_grad():
+            target = manifold.proju(diagonal.x_t, teacher(x=diagonal.x_t, t=diagonal.t).detach())
+        diagonal = PathSample(diagonal.x_0, diagonal.x_1, diagonal.t, diagonal.x_t, target)
+    rfm = diagonal_fm_loss(flow_map, diagonal, manifold=manifold)
     pairs = sample_time_pairs(batch - n_diag, diag_fraction=0.0, max_gap=max_gap, high=t_max, generator=generator)
     s, t = pairs.s.to(x_0), pairs.t.to(x_0)
     x_s = path.sample(x_0[n_diag:], x_1[n_diag:], s).x_t
     if objective == "lsd":
-        sd = lsd_loss(flow_map, x_s, s, t, manifold=manifold, derivative=lsd_derivative)
+        sd = lsd_loss(flow_map, x_s, s, t, teacher=teacher, manifold=manifold, derivative=lsd_derivative)
     elif objective == "esd":
-        sd = esd_loss(flow_map, x_s, s, t, stopgrad=esd_stopgrad, manifold=manifold)
+        sd = esd_loss(flow_map, x_s, s, t, teacher=teacher, stopgrad=esd_stopgrad, manifold=manifold)
     else:
-        sd = psd_loss(flow_map, x_s, s, t, manifold=manifold)
+        sd = psd_loss(flow_map, x_s, s, t, teacher=teacher, manifold=manifold)
     return GFMLoss(rfm + sd_weight * sd, {"rfm": rfm.detach(), "sd": sd.detach()})

@@ -6,13 +6,14 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from flowlab.core.config import Config
 from flowlab.core.flowmaps import ParametrisedFlowMap
 from flowlab.core.gfm.model import build_flow_map
-from flowlab.core.gfm.objective import OBJECTIVES, gfm_loss
+from flowlab.core.gfm.objective import OBJECTIVES, TEACHER_OBJECTIVES, gfm_loss
 from flowlab.core.manifolds.base import Manifold
 from flowlab.core.nets import seeded_init
 from flowlab.core.train import EMA, fit
@@ -28,7 +29,8 @@ class GFMConfig(Config):
     objective: lsd | esd | psd | mf | rfm. hidden: MLP widths; time_embed_dim / time_scale: the sinusoidal
     embedding of s and t; fourier_dim / fourier_scale: random Fourier features of x (0: none; `ManifoldMLP`).
     lr decays along a cosine to lr_min. diag_fraction, sd_weight, max_gap, esd_stopgrad, lsd_derivative, t_max: see
-    `gfm_loss`.
+    `gfm_loss`. distill: "self" (the map's own diagonal is the self-distillation target, the paper) | "teacher"
+    (a pretrained field passed to `train_gfm(teacher=...)` is, and the diagonal rows regress onto it; lsd, esd).
     """
 
     objective: str = "lsd"
@@ -49,6 +51,7 @@ class GFMConfig(Config):
     esd_stopgrad: str = "none"  # the spec's "pushforward" diverged on volcano and T² (README)
     lsd_derivative: str = "jvp"
     t_max: float = 1.0 - 1e-3
+    distill: str = "self"
 
     def __post_init__(self) -> None:
         if isinstance(self.hidden, list):
@@ -56,6 +59,9 @@ class GFMConfig(Config):
         super().__post_init__()
         check_choice(self.objective, OBJECTIVES, "objective")
         check_choice(self.lsd_derivative, ("jvp", "fd"), "lsd_derivative")
+        check_choice(self.distill, ("self", "teacher"), "distill")
+        if self.distill == "teacher" and self.objective not in TEACHER_OBJECTIVES:
+            raise ValueError(f"distill: 'teacher' is for the objectives {TEACHER_OBJECTIVES}, not {self.objective!r}")
         if self.fourier_dim < 0:
             raise ValueError(f"fourier_dim: expected an int >= 0, got {self.fourier_dim!r}")
         for name in ("steps", "batch_size", "time_embed_dim"):
@@ -110,16 +116,23 @@ def train_gfm(
     log_every: int = 100,
     callbacks: tuple = (),
     init: Mapping[str, torch.Tensor] | None = None,
+    teacher: Any = None,
 ) -> TrainedGFM:
     """Train on `data`: (N, ambient_dim) points on `manifold` with source draws from `manifold.random_base`.
 
     The initial weights (one draw) and every step's batch (with replacement), source points and times come from
     `generator` (CPU), so a run is reproducible from its seed whatever else uses torch's global RNG. `init`: a
-    state dict to start from (e.g. an RFM model's weights: a warm start); `callbacks` go to `fit`. Returns the
-    model with its EMA weights loaded.
+    state dict to start from (e.g. an RFM model's weights: a warm start); `callbacks` go to `fit`. `teacher`: with
+    config.distill = "teacher", the frozen field `teacher(x=, t=)` on `device` (e.g. a trained RFM model's
+    `diagonal_field`), called without gradients. Returns the model with its EMA weights loaded.
     """
     if not isinstance(config, GFMConfig):
         raise ValueError(f"config: expected a GFMConfig, got {type(config).__name__}")
+    if (config.distill == "teacher") != (teacher is not None):
+        raise ValueError(
+            f"teacher: config.distill is {config.distill!r}, so a teacher field is "
+            f"{'required' if config.distill == 'teacher' else 'not used'}; got {type(teacher).__name__}"
+        )
     manifold.check_point(data, "data")
     device = torch.device(device)
     data_cpu = data.detach().to("cpu", torch.float32)
@@ -151,6 +164,7 @@ def train_gfm(
             max_gap=config.max_gap,
             esd_stopgrad=config.esd_stopgrad,
             lsd_derivative=config.lsd_derivative,
+            teacher=teacher,
         )
         return out.loss, out.logs
 

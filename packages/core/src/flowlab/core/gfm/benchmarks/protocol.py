@@ -28,6 +28,7 @@ from flowlab.core.gfm.evaluate import (
     reference_bandwidth,
     semigroup_error,
 )
+from flowlab.core.gfm.objective import TEACHER_OBJECTIVES
 from flowlab.core.gfm.sample import sample
 from flowlab.core.gfm.train import GFMConfig, scheduled_lr, train_gfm
 from flowlab.core.manifolds.base import Manifold
@@ -58,11 +59,17 @@ class GFMBench(Config):
             raise ValueError(
                 f"warm_start: expected 0 <= warm_start < train.steps, got {self.warm_start} and {self.train.steps}"
             )
+        if self.train.distill == "teacher" and not set(self.objectives) <= set(TEACHER_OBJECTIVES):
+            raise ValueError(f"objectives: train.distill 'teacher' is for {TEACHER_OBJECTIVES}, got {self.objectives}")
 
 
 def model_config(cfg: GFMBench, objective: str, steps: int) -> GFMConfig:
-    """cfg.train for one model: its `objective`, `steps` and that objective's diag_fraction (None: its default)."""
-    return replace(cfg.train, objective=objective, steps=steps, diag_fraction=cfg.diag_fraction.get(objective))
+    """cfg.train for one model: its `objective`, `steps` and that objective's diag_fraction (None: its default);
+    RFM, the teacher, distils from nothing."""
+    distill = "self" if objective == "rfm" else cfg.train.distill
+    return replace(
+        cfg.train, objective=objective, steps=steps, diag_fraction=cfg.diag_fraction.get(objective), distill=distill
+    )
 
 
 def _metrics(ctx, fm, manifold, test, cfg, *, reference, sampler, bandwidth, density) -> dict[str, float]:
@@ -112,7 +119,8 @@ def evaluate_case(
     With cfg.warm_start = N > 0 the GFM models start from the RFM model's (EMA) weights after N of its steps and
     train cfg.train.steps − N steps with their own objective, so every model sees cfg.train.steps steps in all; their
     cosine schedule starts from the learning rate RFM's had reached at step N (a fine-tune, not a restart at the
-    peak rate). With 0 each trains from scratch.
+    peak rate). With 0 each trains from scratch. With cfg.train.distill = "teacher" the GFM models distil from the
+    trained RFM model's diagonal field (after all its steps), so every model's training is RFM's plus its own.
     """
     steps, warm = cfg.train.steps, cfg.warm_start
     # the rows mmd_by_nfe compares against (it keeps the first MAX_REFERENCE), so the bandwidth and floor see them too
@@ -131,6 +139,7 @@ def evaluate_case(
             snapshot.update({k: v.detach().clone() for k, v in info.ema.shadow.items()})
 
     warm_lr = scheduled_lr(model_config(cfg, "rfm", steps), warm)
+    teacher = None
     for objective in ("rfm", *cfg.objectives):
         start = time.perf_counter()
         init = snapshot if (objective != "rfm" and warm) else None
@@ -142,7 +151,10 @@ def evaluate_case(
         trained = train_gfm(
             manifold, train, config, generator=ctx.generator,
             device=ctx.device, callbacks=(keep,) if objective == "rfm" else (), init=init,
+            teacher=teacher if config.distill == "teacher" else None,
         )  # fmt: skip
+        if objective == "rfm":
+            teacher = trained.flow_map.diagonal_field
         seconds = time.perf_counter() - start
         row = {"train_s": seconds, "ms_per_step": 1e3 * seconds / config.steps}
         sampler = "euler" if objective == "rfm" else "jump"

@@ -97,9 +97,10 @@ TORUS = Scenario(
     claim=Claim("G-LSD's 1-NFE MMD at most 1/5 of RFM's (T²)", "T2/mmd_nfe1", "<=", 0.2, baseline="RFM"),
 )
 
-#: T⁷ at a CPU budget (issue 39): G-LSD with the finite-difference time derivative (`lsd_derivative="fd"`), the
-#: quick network trained TORUS7_STEPS steps in all, G-LSD from RFM's step TORUS7_WARM; 2000 samples and test points.
-#: 1-NFE ratios 0.178 / 0.204 / 0.227 on seeds 0-2 in 529-576 s (RESULTS.md)
+#: T⁷ at a CPU budget (issue 39): G-LSD with the finite-difference time derivative (`lsd_derivative="fd"`),
+#: distilled from the trained RFM model (`distill="teacher"`), the quick network trained TORUS7_STEPS steps in all,
+#: G-LSD from RFM's step TORUS7_WARM; 2000 samples and test points. Self-distillation gave 1-NFE ratios 0.178 / 0.204 /
+#: 0.227 on seeds 0-2 (RESULTS.md)
 TORUS7_STEPS, TORUS7_WARM = 60_000, 20_000
 TORUS7_FULL = TorusBench(train=replace(FULL_TRAIN, lsd_derivative="fd"), dims=(7,), objectives=("lsd",))
 TORUS7_QUICK = replace(
@@ -107,7 +108,7 @@ TORUS7_QUICK = replace(
     **{
         **QUICK_FIELDS,
         "objectives": ("lsd",),
-        "train": replace(QUICK_TRAIN, steps=TORUS7_STEPS, lsd_derivative="fd"),
+        "train": replace(QUICK_TRAIN, steps=TORUS7_STEPS, lsd_derivative="fd", distill="teacher"),
         "samples": 2000,
     },
     dims=(7,),
@@ -115,7 +116,10 @@ TORUS7_QUICK = replace(
     n_test=2000,
 )
 TORUS7_SMOKE = replace(
-    TORUS7_QUICK, **{**SMOKE_FIELDS, "train": replace(SMOKE_TRAIN, lsd_derivative="fd")}, n_train=512, n_test=128
+    TORUS7_QUICK,
+    **{**SMOKE_FIELDS, "train": replace(SMOKE_TRAIN, lsd_derivative="fd", distill="teacher")},
+    n_train=512,
+    n_test=128,
 )
 
 TORUS7 = Scenario(
