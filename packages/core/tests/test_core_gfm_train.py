@@ -218,6 +218,37 @@ def test_earth_mmd_reference_is_the_held_out_data(tmp_path, monkeypatch):
         replace(cfg, mmd_refrence="test")  # a misspelt field is an error, not a silent default
 
 
+def test_cli_distils_from_a_teacher_run_and_names_bad_teacher_options(tmp_path: Path):
+    runner = CliRunner()
+    base = ["--data", "torus:2", "--steps", "6", "--batch-size", "32", "--hidden", "16,16", "--no-progress"]
+    teacher = tmp_path / "rfm"
+    assert runner.invoke(app, ["train", *base, "--out", str(teacher), "--objective", "rfm"]).exit_code == 0
+    student = tmp_path / "lsd"
+    res = runner.invoke(app, ["train", *base, "--out", str(student), "--teacher", str(teacher), "--warm-start"])
+    assert res.exit_code == 0, res.output
+    meta = json.loads((student / "config.json").read_text())
+    assert meta["config"]["distill"] == "teacher" and meta["teacher"] == str(teacher.resolve()) and meta["warm_start"]
+    res = runner.invoke(app, ["sample", "--run", str(student), "--out", str(tmp_path / "x.pt"), "--n", "8"])
+    assert res.exit_code == 0, res.output  # the run reloads: distill is a recorded config field
+    bad = {
+        "--teacher": ["--objective", "psd", "--teacher", str(teacher)],  # G-PSD has no velocity target
+        "--warm-start": ["--warm-start"],  # no teacher to start from
+    }
+    for option, extra in bad.items():
+        res = runner.invoke(app, ["train", *base, "--out", str(tmp_path / "bad"), *extra])
+        assert res.exit_code == 2 and option in res.output, (option, res.output)
+    other = tmp_path / "t3"
+    args = ["train", "--data", "torus:3", "--steps", "2", "--batch-size", "8", "--hidden", "8", "--no-progress"]
+    assert runner.invoke(app, [*args, "--out", str(other), "--objective", "rfm"]).exit_code == 0
+    for extra, words in (
+        (["--teacher", str(other)], "FlatTorus(3)"),  # another manifold
+        (["--teacher", str(teacher), "--warm-start", "--hidden", "8"], "architecture"),  # weights that do not fit
+        (["--teacher", str(tmp_path / "none")], "config.json"),  # no run there
+    ):
+        res = runner.invoke(app, ["train", *base, "--out", str(tmp_path / "bad"), *extra])
+        assert res.exit_code == 2 and words in res.output, (extra, res.output)
+
+
 def test_cli_train_sample_evaluate_round_trip(tmp_path: Path):
     runner = CliRunner()
     run = tmp_path / "run"

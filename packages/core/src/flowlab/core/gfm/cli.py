@@ -162,6 +162,16 @@ def train(
     fourier_dim: Annotated[int, typer.Option(help="Random Fourier features of x (0: none; earth bench: 128).")] = 0,
     fourier_scale: Annotated[float, typer.Option(help="Their frequency scale (earth bench: 3).")] = 1.0,
     seed: Annotated[int, typer.Option(help="Seed of the split / generated data and of training.", **SEEDS)] = 0,
+    teacher: Annotated[
+        Path | None,
+        typer.Option(
+            help="A run folder (e.g. an RFM run on the same manifold) to distil from: its v_{t,t} is the target of the "
+            "diagonal and of the self-distillation (lsd, esd)."
+        ),
+    ] = None,
+    warm_start: Annotated[
+        bool, typer.Option(help="Start from the --teacher run's weights (it must have the same architecture).")
+    ] = False,
     angle_unit: Annotated[
         str, typer.Option(help="Unit of an angles:PATH table: radians | degrees (values outside it are refused).")
     ] = "radians",
@@ -173,7 +183,9 @@ def train(
     overwrite: Annotated[bool, typer.Option(help=OVERWRITE_HELP)] = False,
     resume: Annotated[bool, typer.Option(help=RESUME_HELP)] = False,
 ) -> None:
-    """Train a GFM (or the RFM baseline) and write model.pt + config.json into OUT. The same run again needs --resume
+    """Train a GFM (or the RFM baseline) and write model.pt + config.json into OUT. With --teacher the GFM distils
+    from a trained run instead of from its own diagonal (`core.gfm.torus7`'s recipe, with --warm-start and the
+    teacher's architecture). The same run again needs --resume
     (OUT holds a checkpoint only at the end: a finished run is reloaded, a cut-short one trains again) or
     --overwrite; a different run there is refused unless --overwrite."""
     import torch
@@ -187,24 +199,54 @@ def train(
     try:
         config = GFMConfig(
             objective=objective, steps=steps, batch_size=batch_size, hidden=widths, lr=lr,
-            fourier_dim=fourier_dim, fourier_scale=fourier_scale,
+            fourier_dim=fourier_dim, fourier_scale=fourier_scale, distill="self" if teacher is None else "teacher",
         )  # fmt: skip
     except ValueError as err:
-        raise option_error(err) from err
+        raise option_error(err, {"distill": "--teacher"}) from err
+    if warm_start and teacher is None:
+        raise typer.BadParameter("starts from a --teacher run's weights; give --teacher", param_hint="--warm-start")
     choice_option(angle_unit, ANGLE_UNITS, "--angle-unit")
     ds = _dataset_option(data, seed=seed, data_root=data_root, angle_unit=angle_unit)
+    teacher_map, init = _teacher_option(teacher, ds.manifold, config, warm_start) if teacher else (None, None)
     spec = {"command": "manifold train", "data": data, "seed": seed, "config": config.to_dict(),
-            "angle_unit": angle_unit, "data_fingerprint": data_fingerprint(ds.train)}  # fmt: skip
+            "angle_unit": angle_unit, "data_fingerprint": data_fingerprint(ds.train),
+            "teacher": None if teacher is None else str(teacher.resolve()), "warm_start": warm_start}  # fmt: skip
     claim_run_option(out, spec, overwrite=overwrite, resume=resume)
     trained = train_gfm(
         ds.manifold, ds.train, config, generator=torch.Generator().manual_seed(seed), device=resolved,
-        ckpt_dir=out / "checkpoints", progress=progress,
+        ckpt_dir=out / "checkpoints", progress=progress, init=init,
+        teacher=None if teacher_map is None else teacher_map.to(resolved).diagonal_field,
     )  # fmt: skip
     torch.save(trained.flow_map.state_dict(), out / "model.pt")
     meta = {"data": data, "seed": seed, "data_root": data_root, "angle_unit": angle_unit, "manifold": repr(ds.manifold)}
+    meta.update(teacher=spec["teacher"], warm_start=warm_start)
     meta.update(config=config.to_dict(), samples_seen=trained.samples_seen)
     (out / "config.json").write_text(json.dumps(meta, indent=2))
     typer.echo(f"trained {objective} on {data}: {trained.samples_seen} samples seen -> {out}")
+
+
+def _teacher_option(run: Path, manifold: Manifold, config: Any, warm_start: bool) -> tuple[Any, Any]:
+    """(the flow map of the --teacher run, its weights when `warm_start` else None); a run on another manifold, or
+    weights that do not fit `config`'s architecture for --warm-start, reported against the option."""
+    from flowlab.core.gfm.train import flow_map_for
+
+    try:
+        fm, _, teacher_data = _load_run(run)
+    except typer.BadParameter as err:
+        raise typer.BadParameter(err.message, param_hint="--teacher") from err
+    if repr(teacher_data.manifold) != repr(manifold):
+        problem = f"{run} was trained on {teacher_data.manifold!r}, this run's data lie on {manifold!r}"
+        raise typer.BadParameter(problem, param_hint="--teacher")
+    if not warm_start:
+        return fm, None
+    state = fm.state_dict()
+    try:
+        flow_map_for(manifold, config).load_state_dict(state)
+    except RuntimeError as err:
+        detail = " ".join(str(err).split())[:200]
+        problem = f"the --teacher run's weights do not fit this run's architecture (--hidden, --fourier-dim): {detail}"
+        raise typer.BadParameter(problem, param_hint="--warm-start") from err
+    return fm, state
 
 
 def _suffix(path: Path, suffixes: tuple[str, ...], option: str) -> None:

@@ -99,8 +99,8 @@ TORUS = Scenario(
 
 #: T⁷ at a CPU budget (issue 39): G-LSD with the finite-difference time derivative (`lsd_derivative="fd"`),
 #: distilled from the trained RFM model (`distill="teacher"`), the quick network trained TORUS7_STEPS steps in all,
-#: G-LSD from RFM's step TORUS7_WARM; 2000 samples and test points. Self-distillation gave 1-NFE ratios 0.178 / 0.204 /
-#: 0.227 on seeds 0-2 (RESULTS.md)
+#: G-LSD from RFM's step TORUS7_WARM; 2000 samples and test points. 1-NFE ratios 0.147 / 0.175 / 0.181 on seeds 0-2
+#: (self-distillation: 0.178 / 0.204 / 0.227; RESULTS.md)
 TORUS7_STEPS, TORUS7_WARM = 60_000, 20_000
 TORUS7_FULL = TorusBench(train=replace(FULL_TRAIN, lsd_derivative="fd"), dims=(7,), objectives=("lsd",))
 TORUS7_QUICK = replace(
@@ -132,7 +132,8 @@ TORUS7 = Scenario(
     tags=frozenset({"manifold", "flow-map", "few-step"}),
     description="G-LSD (finite-difference time derivative) vs RFM on a 4-mode wrapped-normal mixture on T⁷ within "
     "10 CPU minutes a seed: MMD by NFE, KL, each objective's step cost against RFM's.",
-    # quick: 529-576 s a seed measured (two seeds sharing the 2-core machine); full: the torus full's T⁷ share
+    # quick: 529-576 s a seed self-distilled (two seeds sharing the 2-core machine); distilled from the teacher
+    # 1929-1976 s on a machine 4.5x slower (RESULTS.md); full: the torus full's T⁷ share
     expected_seconds={"smoke": 5, "quick": 575, "full": 5000},
     claim=Claim("G-LSD's 1-NFE MMD at most 1/5 of RFM's (T⁷)", "T7/mmd_nfe1", "<=", 0.2, baseline="RFM"),
 )
