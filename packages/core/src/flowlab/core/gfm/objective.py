@@ -128,5 +128,5 @@ def gfm_loss(
     elif objective == "esd":
         sd = esd_loss(flow_map, x_s, s, t, teacher=teacher, stopgrad=esd_stopgrad, manifold=manifold)
     else:
-        sd = psd_loss(flow_map, x_s, s, t, teacher=teacher, manifold=manifold)
+        sd = psd_loss(flow_map, x_s, s, t, manifold=manifold)
     return GFMLoss(rfm + sd_weight * sd, {"rfm": rfm.detach(), "sd": sd.detach()})
