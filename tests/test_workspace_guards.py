@@ -5,13 +5,14 @@ boundaries themselves are import-linter contracts (root pyproject.toml), checked
 from __future__ import annotations
 
 import ast
+import os
 import socket
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from flowlab.core.testing.plugin import NetworkAccessError
+from flowlab.core.testing.plugin import NetworkAccessError, share_cores_among_workers
 
 ROOT = Path(__file__).resolve().parents[1]
 #: two screens of a method README; a benchmarks file before it becomes a package
@@ -159,6 +160,26 @@ def test_network_guard_allows_loopback():
     finally:
         client.close()
         server.close()
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_each_xdist_worker_gets_its_share_of_the_threads(workers, monkeypatch):
+    """N workers on C cores: torch and the subprocesses (OMP_NUM_THREADS) of each get max(1, C // N) threads; one
+    process (no xdist, or -n 0) keeps torch's own default."""
+    import torch
+
+    before = torch.get_num_threads()
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", str(workers))
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(4)))
+    try:
+        share_cores_among_workers()
+        if workers == 1:
+            assert torch.get_num_threads() == before and "OMP_NUM_THREADS" not in os.environ
+        else:
+            assert torch.get_num_threads() == 4 // workers and os.environ["OMP_NUM_THREADS"] == str(4 // workers)
+    finally:
+        torch.set_num_threads(before)
 
 
 #: libraries whose import alone costs seconds: a command's `--help` must not load them (every `--help` within 1 s)

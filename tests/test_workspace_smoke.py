@@ -22,9 +22,13 @@ SCENARIOS = {s.name: s for s in DISCOVERY.scenarios}
 
 @pytest.fixture(scope="module")
 def smoke_cache(tmp_path_factory):
-    """A fresh `$FLOWLAB_CACHE` for the module: smoke artifacts are built here, never into the user's cache."""
+    """A fresh `$FLOWLAB_CACHE` for the session: smoke artifacts are built here, never into the user's cache. The
+    pytest-xdist workers of one session share it (the cache's lock builds each artifact once)."""
+    base = tmp_path_factory.getbasetemp()
+    cache = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "smoke-cache"
+    cache.mkdir(exist_ok=True)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("FLOWLAB_CACHE", str(tmp_path_factory.mktemp("cache")))
+        mp.setenv("FLOWLAB_CACHE", str(cache))
         yield
 
 

@@ -1,5 +1,6 @@
-"""FlowLab's pytest plugin: a no-network guard, a `device` fixture over every available device, `gpu` skips, and
-a console wide enough that rich never wraps a CLI's one-line error.
+"""FlowLab's pytest plugin: a no-network guard, a `device` fixture over every available device, `gpu` skips, a
+console wide enough that rich never wraps a CLI's one-line error, and each pytest-xdist worker on its share of
+the cores.
 
 Enabled for the whole workspace with `-p flowlab.core.testing.plugin`; any test that opens a connection to a
 non-loopback address fails with a message naming the address.
@@ -89,6 +90,18 @@ def pytest_configure(config: pytest.Config) -> None:
     # wherever the length of a temporary path puts it, so the CLIs under test get a console too wide to wrap (typer
     # reads TERMINAL_WIDTH when first imported, after this hook; pytest's own output keeps its width)
     os.environ["TERMINAL_WIDTH"] = "2000"
+    share_cores_among_workers()
+
+
+def share_cores_among_workers() -> None:
+    """Under pytest-xdist, each worker (and every subprocess it starts) gets its share of the cores as torch's
+    intra-op threads, so N workers never run N x cores threads on the machine."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        threads = max(1, cores // workers)
+        torch.set_num_threads(threads)
+        os.environ["OMP_NUM_THREADS"] = str(threads)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
