@@ -16,7 +16,9 @@ def _random_rotation(g: torch.Generator) -> torch.Tensor:
 
 
 @pytest.mark.parametrize(
-    "cv", [TorsionCV((0, 1, 2, 3)), DistanceCV(0, 2), DistanceDifferenceCV((0, 1), (1, 3))], ids=lambda cv: type(cv).__name__
+    "cv",
+    [TorsionCV((0, 1, 2, 3)), DistanceCV(0, 2), DistanceDifferenceCV((0, 1), (1, 3))],
+    ids=lambda cv: type(cv).__name__,
 )
 def test_cv_gradient_matches_finite_differences(cv, fd_grad):
     g = torch.Generator().manual_seed(0)

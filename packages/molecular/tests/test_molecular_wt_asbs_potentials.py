@@ -41,7 +41,9 @@ def test_unit_constants_are_codata():
     assert pytest.approx(c.physical_constants["Bohr radius"][0] * 1e9, rel=1e-9) == BOHR_NM
 
 
-@pytest.mark.parametrize("pot", [MuellerBrown(), FourWell(), EmbeddedToy(FourWell(), 3)], ids=lambda pot: type(pot).__name__)
+@pytest.mark.parametrize(
+    "pot", [MuellerBrown(), FourWell(), EmbeddedToy(FourWell(), 3)], ids=lambda pot: type(pot).__name__
+)
 def test_toy_forces_are_minus_the_energy_gradient(pot, fd_grad):
     x = torch.randn(4, pot.dim, generator=torch.Generator().manual_seed(9), dtype=torch.float64) * 0.5
     out = pot.energy_and_forces(x)
