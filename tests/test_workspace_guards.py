@@ -12,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from flowlab.core.testing.plugin import NetworkAccessError, share_cores_among_workers
+from flowlab.core.testing.plugin import (
+    XDIST_ARGS,
+    NetworkAccessError,
+    pytest_load_initial_conftests,
+    share_cores_among_workers,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 #: two screens of a method README; a benchmarks file before it becomes a package
@@ -160,6 +165,34 @@ def test_network_guard_allows_loopback():
     finally:
         client.close()
         server.close()
+
+
+@pytest.mark.parametrize(
+    ("args", "xdist", "worker", "added"),
+    [
+        (["-k", "gfm"], True, None, True),  # the README's command: on every core
+        (["-n", "0"], True, None, False),  # a serial run asked for
+        (["-n3"], True, None, False),
+        (["--numprocesses=2"], True, None, False),
+        (["-k", "gfm"], False, None, False),  # no pytest-xdist (a bare GPU machine) or -p no:xdist
+        (["-k", "gfm"], True, "gw0", False),  # inside a worker
+    ],
+)
+def test_the_run_goes_on_every_core_only_with_xdist_and_no_n_given(args, xdist, worker, added, monkeypatch):
+    class Plugins:
+        def hasplugin(self, name: str) -> bool:
+            return xdist and name == "xdist"
+
+    class EarlyConfig:
+        pluginmanager = Plugins()
+
+    if worker:
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+    else:
+        monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    given = list(args)
+    pytest_load_initial_conftests(EarlyConfig(), None, given)
+    assert given == ([*XDIST_ARGS, *args] if added else args)
 
 
 @pytest.mark.parametrize("workers", [1, 2, 4])

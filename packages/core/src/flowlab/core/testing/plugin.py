@@ -1,6 +1,6 @@
 """FlowLab's pytest plugin: a no-network guard, a `device` fixture over every available device, `gpu` skips, a
-console wide enough that rich never wraps a CLI's one-line error, and each pytest-xdist worker on its share of
-the cores.
+console wide enough that rich never wraps a CLI's one-line error, and the run on every core through pytest-xdist
+(where installed), each worker on its share of the threads.
 
 Enabled for the whole workspace with `-p flowlab.core.testing.plugin`; any test that opens a connection to a
 non-loopback address fails with a message naming the address.
@@ -82,6 +82,21 @@ def pytest_runtest_call(item: pytest.Item):
         yield
     finally:
         remove_network_guard()
+
+
+#: pytest-xdist's options for a run that names no `-n`: one worker per core, at most 4, by work stealing
+XDIST_ARGS = ("-n", "auto", "--maxprocesses", "4", "--dist", "worksteal")
+
+
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """pytest's `pytest_load_initial_conftests` hook: where pytest-xdist is installed (the workspace's test group)
+    and the command line names no `-n`, the run goes on `XDIST_ARGS` (`-n 0` runs serially). Without xdist (a bare
+    GPU machine's pytest, or `-p no:xdist`) and inside xdist's workers, the arguments stay as given."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or not early_config.pluginmanager.hasplugin("xdist"):
+        return
+    if any(arg.startswith(("-n", "--numprocesses")) for arg in args):
+        return
+    args[:] = [*XDIST_ARGS, *args]
 
 
 def pytest_configure(config: pytest.Config) -> None:
