@@ -53,7 +53,10 @@ def _run_rank(
         if any(name == "lo" for _, name in socket.if_nameindex()):
             env["GLOO_SOCKET_IFNAME"] = "lo"
         os.environ.update(env)
-        dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world_size)
+        # the group meets in a file of this call's own folder, not on a port: concurrent calls (pytest-xdist workers,
+        # parallel benchmarks) cannot join each other's group through a port picked twice
+        store = f"file://{Path(out_dir) / 'store'}"
+        dist.init_process_group("gloo", init_method=store, rank=rank, world_size=world_size)
     except BaseException:
         _record_failure(out_dir, rank)
         raise
@@ -91,8 +94,9 @@ def spawn_gloo(
 ) -> list[Any]:
     """Run `fn(rank, *args)` on `world_size` local processes in one Gloo group; returns their results in rank order.
 
-    Each process sets `threads` torch threads, joins the group through a free loopback port (`MASTER_ADDR`,
-    `MASTER_PORT`, `RANK`, `LOCAL_RANK`, `WORLD_SIZE` are set, so `init_distributed()` inside finds the group) and
+    Each process sets `threads` torch threads, joins the group through a file store in a private temporary folder
+    (`MASTER_ADDR`, a free loopback `MASTER_PORT`, `RANK`, `LOCAL_RANK`, `WORLD_SIZE` are set too, so
+    `init_distributed()` inside finds the group) and
     leaves it when `fn` returns. Results must pickle. A rank that raises (or dies) stops every rank and raises
     `RankError` naming it with its traceback; ranks still running after `timeout` seconds are killed and a
     `TimeoutError` names them. "fork" (the default) runs functions of any module, test modules included, and must
