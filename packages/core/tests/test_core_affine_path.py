@@ -7,7 +7,14 @@ import itertools
 import pytest
 import torch
 
-from flowlab.core.distributions import StandardNormal, multinomial, randint, randn, sample_times
+from flowlab.core.distributions import (
+    StandardNormal,
+    multinomial,
+    multinomial_counts,
+    randint,
+    randn,
+    sample_times,
+)
 from flowlab.core.paths import AffinePath
 from flowlab.core.schedules import VE, VP, CondOT, Cosine, DiscreteVP
 from flowlab.core.typing import Prediction
@@ -115,6 +122,30 @@ def test_multinomial_draws_on_the_generators_device_and_returns_on_the_probabili
     ref = torch.multinomial(probs, 4, replacement=True, generator=torch.Generator().manual_seed(1))
     assert torch.equal(out, ref) and out.dtype == torch.int64
     assert not bool((out[1] == 1).any())  # a zero-probability category is never drawn (CUDA probs: test_core_gpu)
+
+
+def test_multinomial_counts_have_the_multinomial_mean_and_covariance_and_sum_to_the_total():
+    probs = torch.tensor([[0.1, 0.6, 0.3, 0.0], [0.25, 0.25, 0.25, 0.25]], dtype=torch.float64)
+    n, total = 40_000, 50
+    counts = multinomial_counts(probs.expand(n, -1, -1), total, generator=torch.Generator().manual_seed(0))
+    assert counts.shape == (n, 2, 4) and counts.dtype == torch.float64
+    assert bool((counts.sum(-1) == total).all()) and bool((counts[:, 0, 3] == 0).all())  # p = 0 is never drawn
+    for row, p in zip(counts.unbind(1), probs, strict=True):
+        cov = torch.diag(p) - torch.outer(p, p)  # per draw; the counts' covariance is total times it
+        se = (total * cov.diagonal() / n).sqrt()
+        assert bool(((row.mean(0) - total * p).abs() <= 5 * se + 1e-12).all())  # 5 standard errors
+        emp = torch.cov(row.T)
+        assert torch.allclose(emp, total * cov, atol=0.05 * total * float(cov.diagonal().max()))  # sd of entries ~1%
+    again = multinomial_counts(probs.expand(n, -1, -1), total, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(counts, again)
+    for bad, match in ((-1, "total"), (2.0, "total"), (True, "total")):
+        with pytest.raises(ValueError, match=match):
+            multinomial_counts(probs, bad)
+    with pytest.raises(ValueError, match="probs"):
+        multinomial_counts(torch.tensor([0.5, 0.6]), 3)
+    for bad in ([1.5, -0.5], [float("nan"), 1.0], [float("inf"), 0.0]):
+        with pytest.raises(ValueError, match="probs"):
+            multinomial_counts(torch.tensor(bad), 3)
 
 
 def test_randint_draws_torch_randint_on_the_generators_device():

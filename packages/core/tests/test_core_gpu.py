@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from flowlab.core import grids
-from flowlab.core.distributions import StandardNormal, randn
+from flowlab.core.distributions import StandardNormal, multinomial_counts, randn
 from flowlab.core.likelihood import log_likelihood
 from flowlab.core.schedules import CondOT
 from flowlab.core.solvers import solve_ode
@@ -119,3 +119,11 @@ def test_unbalanced_sinkhorn_on_cuda_matches_the_cpu():
     assert gpu.plan.device.type == "cuda" and gpu.converged and gpu.density < 0.25
     assert float((gpu.plan.cpu() - cpu.plan).abs().max()) < 1e-3 * float(cpu.plan.max())
     assert float(gpu.plan.sum()) == pytest.approx(float(cpu.plan.sum()), rel=1e-4)
+
+
+@pytest.mark.gpu
+def test_multinomial_counts_from_a_cpu_generator_serve_cuda_probabilities_with_the_cpu_draws():
+    probs = torch.tensor([[0.1, 0.6, 0.3], [0.5, 0.0, 0.5]], dtype=F64)
+    on_cuda = multinomial_counts(probs.cuda(), 40, generator=torch.Generator().manual_seed(2))
+    on_cpu = multinomial_counts(probs, 40, generator=torch.Generator().manual_seed(2))
+    assert on_cuda.device.type == "cuda" and torch.equal(on_cuda.cpu(), on_cpu)
