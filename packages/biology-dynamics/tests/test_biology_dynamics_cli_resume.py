@@ -32,7 +32,7 @@ def _run(app, *args: str, code: int = 0) -> str:
 @pytest.mark.parametrize("domain", get_args(Domain))
 def test_dna_train_grown_to_more_steps_ends_as_the_uninterrupted_run(tmp_path, domain):
     """`dna train --steps 3`, then `--steps 5 --resume` into the same folder, equals `--steps 5` in another folder:
-    weights, Adam state and RNG states (DDSM-lite draws its bank before the checkpoint restores the generator)."""
+    weights, Adam state and RNG states (DDSM-lite's bank is a function of the run seed: a resumed run rebuilds it)."""
     args = [*TOY, "--domain", domain]
     _run(dna_app, *args, "--steps", "3", "--out", str(tmp_path / "a"))
     assert "pass --resume" in _run(dna_app, *args, "--steps", "5", "--out", str(tmp_path / "a"), code=2)

@@ -1,6 +1,7 @@
-"""DDSM-lite: the Euler-Maruyama bank against the exact moments, the series target against the lineage score, its
-breakdown at small tau (the instability the baseline exists to show), a loss that stays finite through undefined
-targets, a short training run, and bad input."""
+"""DDSM-lite: the Euler-Maruyama bank against the exact moments and as a function of its seed alone (a resumed
+training run matches the uninterrupted one), the series target against the lineage score, its breakdown at small tau
+(the instability the baseline exists to show), a loss that stays finite through undefined targets, a short training
+run, and bad input."""
 
 from __future__ import annotations
 
@@ -55,6 +56,54 @@ def test_bank_moments_match_the_exact_process():
             assert abs(float(x.var()) - var) < 4 * se_var, (tau, float(x.var()), var)
         rest = states[j, :, 1:]
         assert bool(((rest.mean(0) - (1 - mean) / 3).abs() < 4 * rest.std(0) / math.sqrt(n)).all()), tau
+
+
+def _same_bank(a: DDSMLite, b: DDSMLite) -> bool:
+    """Whether two built banks are equal bit for bit: states, scores (NaN where undefined, in the same places) and
+    their mean energy."""
+    (states_a, scores_a), (states_b, scores_b) = a.bank, b.bank
+    same_scores = torch.equal(scores_a.nan_to_num(-1.0), scores_b.nan_to_num(-1.0))
+    return torch.equal(states_a, states_b) and same_scores and a.energy == b.energy
+
+
+def test_bank_depends_on_its_seed_alone():
+    """The bank built on a loss call is the one `build` makes, the Euler-Maruyama paths of a CPU generator seeded
+    with `seed`, whatever the state of the training generator (fresh, or advanced by other draws); another seed
+    gives another bank."""
+    settings = {"times": 4, "sim_steps": 50, "bank": 32, "seed": 7}
+    x_0 = torch.zeros(8, 2, dtype=torch.long)
+    zero = lambda *, x, t: torch.zeros_like(x)  # noqa: E731
+    fresh, advanced, direct = DDSMLite(4, **settings), DDSMLite(4, **settings), DDSMLite(4, **settings)
+    fresh.loss_fn(zero, x_0, torch.Generator().manual_seed(0))
+    g = torch.Generator().manual_seed(123)
+    torch.rand(1000, generator=g)
+    advanced.loss_fn(zero, x_0, g)
+    direct.build()
+    assert _same_bank(fresh, advanced) and _same_bank(fresh, direct)
+    assert torch.equal(direct.bank[0], direct.simulate(generator=torch.Generator().manual_seed(7)))
+    other = DDSMLite(4, **{**settings, "seed": 8})
+    other.build()
+    assert not torch.equal(other.bank[0], direct.bank[0])
+
+
+def test_resumed_training_matches_the_uninterrupted_run(tmp_path):
+    """Four steps of `core.train.fit` in one go, and two steps then a resume to four with a new method object (its
+    bank built at step 2, after the checkpoint restored the generator): the weights are equal bit for bit."""
+
+    def train(steps: int, folder) -> SequenceMLP:
+        torch.manual_seed(0)
+        net = SequenceMLP(2, 4, hidden=(16,))
+        method = DDSMLite(4, times=4, sim_steps=50, bank=32, seed=3)
+        data = lambda step, gen: torch.randint(4, (16, 2), generator=gen)  # noqa: E731
+        fit(net, method.loss_fn, data, steps=steps, optimizer=torch.optim.Adam(net.parameters(), 1e-2), device="cpu",
+            generator=torch.Generator().manual_seed(1), ckpt_dir=folder, ckpt_every=2, progress=False)  # fmt: skip
+        return net
+
+    whole = train(4, tmp_path / "whole")
+    train(2, tmp_path / "parts")
+    resumed = train(4, tmp_path / "parts")
+    for a, b in zip(whole.parameters(), resumed.parameters(), strict=True):
+        assert torch.equal(a, b)
 
 
 @pytest.mark.parametrize(("letters", "tau"), [(4, 0.1), (4, 0.5), (20, 0.2)])
@@ -121,7 +170,7 @@ def test_loss_stays_finite_through_undefined_targets():
     all-zero network's loss is near 1 (the normalisation by the mean target energy)."""
     method = DDSMLite(20, tau_min=0.002, times=4, sim_steps=300, bank=256)
     g = torch.Generator().manual_seed(4)
-    method.build(generator=g)
+    method.build()
     _, scores = method.bank
     assert 0 < float((~torch.isfinite(scores)).float().mean()) < 0.5
     net = SequenceMLP(2, 20, hidden=(32,))
@@ -172,6 +221,9 @@ def test_bad_input_raises():
     for name in ("times", "sim_steps", "bank", "k_max"):
         with pytest.raises(ValueError, match=name):
             DDSMLite(4, **{name: 0})
+    for seed in (True, 1.5, "0", 2**64, -(2**63) - 1):
+        with pytest.raises(ValueError, match="seed"):
+            DDSMLite(4, seed=seed)
     method = DDSMLite(4, times=2, sim_steps=10, bank=8)
     assert not hasattr(method, "elbo")
     g = torch.Generator().manual_seed(0)

@@ -1,5 +1,5 @@
 """The Wright-Fisher transition density: the 2F1 recurrence against scipy, the spectral series against the lineage
-mixture, the score against autograd, the lineage table against the series."""
+mixture, the score against autograd, an empty batch, the lineage table against the series."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import scipy.special
 import torch
 
 from flowlab.biology_dynamics.wright_fisher import griffiths_moments, lineage_probs
-from flowlab.biology_dynamics.wright_fisher.likelihood import lineage_posterior, log_ratio
+from flowlab.biology_dynamics.wright_fisher.likelihood import _groups, lineage_posterior, log_ratio
 from flowlab.biology_dynamics.wright_fisher.series import g_series, hyp2f1_terminating, series_score
 from flowlab.biology_dynamics.wright_fisher.table import LineageTable
 
@@ -54,6 +54,15 @@ def test_ratio_integrates_to_one_against_the_stationary_dirichlet():
     q = lineage_probs(torch.tensor([tau], dtype=F64), float(letters)).expand(x.shape[0], -1)
     ratio = log_ratio(x, q, float(letters))[:, 0, 0].exp()
     assert abs(float(ratio.mean()) - 1) < 5 * float(ratio.std()) / len(ratio) ** 0.5
+
+
+def test_empty_batch_gives_empty_results():
+    """B = 0 sequences: no row groups, and log R and E[m | x, b] of shape (0, L, K) float64."""
+    x, q = torch.full((0, 3, 4), 0.25, dtype=F64), torch.zeros(0, 81, dtype=F64)
+    assert _groups(q) == []
+    log_r, lineages = lineage_posterior(x, q, 4.0)
+    assert log_r.shape == lineages.shape == (0, 3, 4) and log_r.dtype == lineages.dtype == F64
+    assert log_ratio(x, q, 4.0).shape == (0, 3, 4)
 
 
 def test_lineage_table_rows_are_distributions_and_match_the_series_between_grid_points():

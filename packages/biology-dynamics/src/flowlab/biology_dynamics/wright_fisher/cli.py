@@ -1,5 +1,5 @@
 """`flowlab dna train|sample|evaluate`: Wright-Fisher simplicial diffusion and its discrete, Gaussian, masked and
-unified siblings on the toy categoricals, a Markov chain or class-conditional DNA with JASPAR motifs."""
+unified siblings on the toy categoricals, a Markov chain or class- or profile-conditional DNA with JASPAR motifs."""
 
 from __future__ import annotations
 
@@ -30,6 +30,10 @@ def train_cmd(
     lr: float = typer.Option(2e-3, "--lr"),
     width: int = typer.Option(64, "--width", help="MLP hidden size (toy tasks) or CNN channels (motifs)"),
     stacks: int = typer.Option(1, "--stacks", help="CNN dilation stacks (motifs)"),
+    condition: str = typer.Option(
+        "class", "--condition", help="class | profile: condition on the motif class or the oracle profile (motifs)"
+    ),
+    window: int = typer.Option(20, "--window", help="letters per profile window (motifs)"),
     seed: int = typer.Option(0, "--seed", **SEEDS),
     device: str = typer.Option("cpu", "--device"),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),
@@ -40,7 +44,8 @@ def train_cmd(
 
     try:
         run = DNARun(task=task, domain=domain, letters=letters, length=length, classes=classes, steps=steps,
-                     batch=batch, lr=lr, width=width, stacks=stacks, seed=seed)  # fmt: skip
+                     batch=batch, lr=lr, width=width, stacks=stacks, seed=seed, condition=condition,
+                     window=window)  # fmt: skip
         folder = train_run(run, out, device=device, resume=resume, overwrite=overwrite)
     except ValueError as err:
         raise option_error(err, ctx=ctx) from err
@@ -52,27 +57,35 @@ def sample_cmd(
     ctx: typer.Context,
     folder: Path = typer.Argument(..., help="a folder written by `flowlab dna train`"),
     out: Path = typer.Option(Path("samples.fasta"), "--out", help="FASTA (4 letters) or one line of letters each"),
-    n: int = typer.Option(100, "--n"),
+    n: int | None = typer.Option(None, "--n", help="sequences (default: one per --profile row, else 100)"),
     steps: int = typer.Option(100, "--steps"),
     label: int | None = typer.Option(None, "--class", help="motif class to generate (default: balanced)"),
+    profile: Path | None = typer.Option(
+        None,
+        "--profile",
+        help="target profiles of a --condition profile run: .npy or .pt of shape (n, classes, length // window)",
+    ),
     domain: str | None = typer.Option(None, "--domain", help="the domain a unified run samples in"),
     seed: int = typer.Option(0, "--seed", **SEEDS),
     device: str = typer.Option("cpu", "--device"),
 ) -> None:
     """Sample sequences from a trained run."""
     from flowlab.biology_dynamics.wright_fisher.dna import ALPHABET, decode, write_fasta
+    from flowlab.biology_dynamics.wright_fisher.motifs import read_profile
     from flowlab.biology_dynamics.wright_fisher.run import load_run, sample_run
 
     try:
+        targets = None if profile is None else read_profile(profile)
         run, net = load_run(folder, device=device)
-        x = sample_run(run, net, n, steps=steps, label=label, sample_domain=domain, device=device, seed=seed)
+        x = sample_run(run, net, n, steps=steps, label=label, profile=targets, sample_domain=domain, device=device,
+                       seed=seed)  # fmt: skip
     except ValueError as err:
         raise option_error(err, ctx=ctx, default="FOLDER") from err
     if run.letters == len(ALPHABET):
-        write_fasta(out, decode(x), names=[f"sample_{i}" for i in range(n)])
+        write_fasta(out, decode(x), names=[f"sample_{i}" for i in range(len(x))])
     else:
         out.write_text("".join(" ".join(map(str, row)) + "\n" for row in x.tolist()))
-    typer.echo(f"wrote {n} sequences to {out}")
+    typer.echo(f"wrote {len(x)} sequences to {out}")
 
 
 @app.command("evaluate")
@@ -85,7 +98,8 @@ def evaluate_cmd(
     seed: int = typer.Option(1, "--seed", **SEEDS),
     device: str = typer.Option("cpu", "--device"),
 ) -> None:
-    """ELBO (nats per position) on fresh data, and sample KL (toy tasks) or motif hit rate (motifs)."""
+    """ELBO (nats per position) on fresh data, and sample KL (toy tasks) or motif hit rate and per-sequence
+    profile error against the data's profiles, beside the data's own (motifs)."""
     from flowlab.biology_dynamics.wright_fisher.run import evaluate_run, load_run
 
     try:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import torch
 
+from flowlab.core.distributions import rand
 from flowlab.core.losses import masked_diffusion_loss, uniform_diffusion_loss
 from flowlab.core.paths import LogLinearKappa, MaskedDiscretePath, UniformDiscretePath
 from flowlab.core.solvers import solve_ctmc
@@ -60,7 +61,7 @@ class DiscreteDomain:
         return out if self.kind == "uniform" else torch.cat([out, torch.zeros_like(out[..., :1])], dim=-1)
 
     def _terms(self, model: Any, x_0: torch.Tensor, generator: torch.Generator, cond=None) -> torch.Tensor:
-        t = torch.rand(x_0.shape[0], generator=generator, device=x_0.device)
+        t = rand((x_0.shape[0],), generator=generator, device=x_0.device)
         source = self.path.sample_source(tuple(x_0.shape), device=x_0.device, generator=generator)
         sample = self.path.sample(source, x_0, t, generator=generator)
         logits = self.posterior_logits(model, sample.x_t, t, cond)

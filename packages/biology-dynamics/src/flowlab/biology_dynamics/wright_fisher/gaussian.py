@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import torch
 
+from flowlab.core.distributions import multinomial, rand, randn
 from flowlab.core.schedules import VP
 from flowlab.core.solvers import sample_diffusion
 
@@ -59,11 +60,11 @@ class GaussianDomain:
 
     def _noisy(self, x_0: torch.Tensor, t: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         s = self.schedule(t.to(torch.float64))
-        eps = torch.randn((*x_0.shape, self.letters), generator=generator, device=x_0.device, dtype=torch.float64)
+        eps = randn((*x_0.shape, self.letters), generator=generator, device=x_0.device, dtype=torch.float64)
         return s.alpha[:, None, None] * self.emb.to(x_0.device)[x_0] + s.sigma[:, None, None] * eps
 
     def _diffusion(self, model: Any, x_0: torch.Tensor, generator: torch.Generator, cond=None) -> torch.Tensor:
-        u = torch.rand(x_0.shape[0], generator=generator, device=x_0.device, dtype=torch.float64)
+        u = rand((x_0.shape[0],), generator=generator, device=x_0.device, dtype=torch.float64)
         lam = self.lam_lo + u * (self.lam_hi - self.lam_lo)
         t = self._t_of_lam(lam).clamp(0, self.t_hi)
         x_t = self._noisy(x_0, t, generator)
@@ -113,11 +114,11 @@ class GaussianDomain:
         def denoiser(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
             return torch.softmax(self.posterior_logits(model, x, t, cond), dim=-1) @ emb
 
-        x = torch.randn((n, length, self.letters), generator=generator, device=device, dtype=torch.float64)
+        x = randn((n, length, self.letters), generator=generator, device=device, dtype=torch.float64)
         grid = torch.linspace(0, self.t_hi, steps + 1, dtype=torch.float64, device=device)
         x = sample_diffusion(
             denoiser, x, grid, schedule=self.schedule, prediction="data", method="ddpm", generator=generator
         )
         t = torch.full((n,), self.t_hi, dtype=torch.float64, device=device)
         w = torch.softmax(self.posterior_logits(model, x, t, cond), dim=-1)
-        return torch.multinomial(w.reshape(-1, self.letters).float(), 1, generator=generator).reshape(n, length)
+        return multinomial(w.reshape(-1, self.letters).float(), 1, generator=generator).reshape(n, length)

@@ -36,7 +36,10 @@ _GROUPS = 8
 
 
 def _groups(q: torch.Tensor) -> list[tuple[torch.Tensor, int, int]]:
-    """(rows, lo, hi) per group: the row indices and the columns [lo, hi) that some row of the group weights."""
+    """(rows, lo, hi) per group: the row indices and the columns [lo, hi) that some row of the group weights; q (B, M)
+    with B = 0 has no groups."""
+    if q.shape[0] == 0:
+        return []
     weighted = q > _NEGLIGIBLE
     cols = torch.arange(q.shape[1], device=q.device)
     hi = torch.where(weighted, cols, -1).amax(-1)  # (B,)

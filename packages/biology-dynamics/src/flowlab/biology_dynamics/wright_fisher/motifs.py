@@ -1,5 +1,6 @@
 """Transcription-factor motifs from the JASPAR database bundled with `pyjaspar` (a local SQLite file, no network),
-exact PWM scans, the per-window "oracle profile" of scan scores, and the planted-motif conditional DNA task.
+exact PWM scans, the per-window "oracle profile" of scan scores (and target profiles read from .npy / .pt files),
+and the planted-motif conditional DNA task.
 
 Scores are log-odds in bits, log2(p_b / background), with p the PFM column frequencies after a pseudocount; a
 window's score is the sum over its columns. Scans score both strands: the forward window and its reverse complement
@@ -9,12 +10,16 @@ window's score is the sum over its columns. Scans score both strands: the forwar
 from __future__ import annotations
 
 import functools
+import pickle
 import re
 import warnings
+import zipfile
 from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import numpy as np
 import pyjaspar
 import torch
 
@@ -36,6 +41,7 @@ __all__ = [
     "profile_mse",
     "pwm",
     "pwm_scan",
+    "read_profile",
     "sample_motif_sequences",
 ]
 
@@ -175,6 +181,28 @@ def profile_mse(x: torch.Tensor, motifs: Sequence[Motif], target: torch.Tensor, 
     if target.shape[0] != x.shape[0]:
         raise ValueError(f"profile: expected {x.shape[0]} profiles (one per sequence), got {target.shape[0]}")
     return float(((oracle - target.to(torch.float64)) ** 2).mean())
+
+
+def read_profile(path: str | Path) -> torch.Tensor:
+    """The tensor of target profiles in a .npy (`np.save`) or .pt (`torch.save` of one tensor) file, unchecked (see
+    `check_profile`); a missing, unreadable or pickled file, or one holding something else, is a ValueError naming
+    profile. A pickle's code never runs (numpy without pickles, torch with weights_only=True)."""
+    path = Path(path)
+    if path.suffix not in (".npy", ".pt"):
+        raise ValueError(f"profile: expected a .npy or .pt file, got {path}")
+    if not path.is_file():
+        raise ValueError(f"profile: {path} not found")
+    try:
+        if path.suffix == ".npy":
+            loaded = torch.from_numpy(np.load(path, allow_pickle=False))
+        else:
+            loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, EOFError, ValueError, TypeError, RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile) as err:
+        what = f"{type(err).__name__}: empty, corrupt or pickled"  # not its message, which may advise unsafe loading
+        raise ValueError(f"profile: {path} holds no plain numeric array ({what})") from None
+    if not isinstance(loaded, torch.Tensor):
+        raise ValueError(f"profile: {path} holds a {type(loaded).__name__}, expected one (n, motifs, windows) tensor")
+    return loaded
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ import torch
 from flowlab.biology_dynamics.wright_fisher.likelihood import lineage_posterior, log_ratio
 from flowlab.biology_dynamics.wright_fisher.process import WrightFisherPath
 from flowlab.biology_dynamics.wright_fisher.table import lineage_table
+from flowlab.core.distributions import rand
 
 __all__ = ["NoisyBatch", "WrightFisherELBO", "metric_norm"]
 
@@ -105,7 +106,7 @@ class WrightFisherELBO:
 
     def sample_times(self, n: int, *, generator: torch.Generator, device=None) -> torch.Tensor:
         """Core times with paper time s ~ U[s_min, t_max]: (n,) float64."""
-        u = torch.rand(n, generator=generator, device=device, dtype=torch.float64)
+        u = rand((n,), generator=generator, device=device, dtype=torch.float64)
         return u * self.t_hi
 
     def loss_fn(self, model: Any, batch: Any, generator: torch.Generator) -> tuple[torch.Tensor, dict]:

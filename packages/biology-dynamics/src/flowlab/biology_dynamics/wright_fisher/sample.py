@@ -18,6 +18,7 @@ import torch
 
 from flowlab.biology_dynamics.wright_fisher.likelihood import lineage_posterior
 from flowlab.biology_dynamics.wright_fisher.objective import NoisyBatch, WrightFisherELBO
+from flowlab.core.distributions import multinomial
 from flowlab.core.solvers import solve_sde
 
 __all__ = ["sample_wright_fisher", "simplex_noise"]
@@ -88,4 +89,4 @@ def sample_wright_fisher(
     if return_simplex:
         return x
     w, _, _ = posterior(x, torch.full((n,), objective.t_hi, dtype=torch.float64, device=device))
-    return torch.multinomial(w.reshape(-1, path.letters).float(), 1, generator=generator).reshape(n, length)
+    return multinomial(w.reshape(-1, path.letters).float(), 1, generator=generator).reshape(n, length)

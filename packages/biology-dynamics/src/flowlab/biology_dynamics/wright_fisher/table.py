@@ -15,6 +15,7 @@ from functools import lru_cache
 import torch
 
 from flowlab.biology_dynamics.wright_fisher.ancestral import SMALL_TAU, griffiths_moments, lineage_probs
+from flowlab.core.distributions import rand
 
 __all__ = ["LineageTable", "griffiths_pmf", "lineage_table"]
 
@@ -78,7 +79,7 @@ class LineageTable:
 
     def sample(self, q: torch.Tensor, *, generator: torch.Generator, per_row: int = 1) -> torch.Tensor:
         """Inverse-CDF draws from rows of `probs`: q (B, M) -> (B, per_row) int64 lineage counts."""
-        u = torch.rand(q.shape[0], per_row, generator=generator, device=q.device, dtype=torch.float64)
+        u = rand((q.shape[0], per_row), generator=generator, device=q.device, dtype=torch.float64)
         cdf = q.cumsum(-1)
         return torch.searchsorted(cdf, u * cdf[:, -1:]).clamp_max(q.shape[-1] - 1)
 

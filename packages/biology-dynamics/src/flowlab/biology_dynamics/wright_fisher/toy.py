@@ -30,17 +30,36 @@ def categorical_target(letters: int, *, seed: int, concentration: float = 0.5) -
     return draw / draw.sum()
 
 
+def _check_probs(probs: object, length: int | None = None) -> None:
+    """probs: (K,), or with `length` also (length, K) (one law per position), non-empty, finite and >= 0, each row
+    summing to 1 within 1e-6; else a ValueError naming `probs`."""
+    is_tensor = isinstance(probs, torch.Tensor)
+    rows = is_tensor and probs.dim() == 2 and length is not None and probs.shape[0] == length
+    if not is_tensor or probs.numel() == 0 or not (probs.dim() == 1 or rows):
+        shapes = "(K,)" if length is None else f"(K,) or ({length}, K)"
+        got = tuple(probs.shape) if is_tensor else type(probs).__name__
+        raise ValueError(f"probs: expected a non-empty {shapes} tensor of letter probabilities, got {got}")
+    if not bool(torch.isfinite(probs).all()) or bool((probs < 0).any()):
+        raise ValueError("probs: expected finite probabilities >= 0")
+    error = float((probs.double().sum(-1) - 1).abs().max())
+    if error > 1e-6:
+        raise ValueError(f"probs: expected rows summing to 1 within 1e-6, off by up to {error:.3g}")
+
+
 def sample_categorical(probs: torch.Tensor, n: int, length: int, *, generator: torch.Generator) -> torch.Tensor:
     """n sequences of `length` independent letters from probs (K,): (n, length) int64 on the generator's device."""
+    _check_probs(probs)
     flat = torch.multinomial(probs.to(generator.device).float(), n * length, replacement=True, generator=generator)
     return flat.reshape(n, length)
 
 
 def empirical_kl(letters: torch.Tensor, probs: torch.Tensor) -> float:
-    """KL(empirical || target) of each position's letter frequencies, averaged over positions: letters (n, L)."""
+    """KL(empirical || target) of each position's letter frequencies, averaged over positions: letters (n, L),
+    probs (K,) one law for every position or (L, K) one per position."""
     if letters.dim() != 2 or letters.dtype != torch.long:
         raise ValueError(f"letters: expected (n, L) int64, got {tuple(letters.shape)} {letters.dtype}")
-    k = probs.numel()
+    _check_probs(probs, letters.shape[1])
+    k = probs.shape[-1]
     if bool(((letters < 0) | (letters >= k)).any()):
         raise ValueError(f"letters: expected values in [0, {k})")
     counts = torch.nn.functional.one_hot(letters.cpu(), k).sum(0).double()  # (L, K)

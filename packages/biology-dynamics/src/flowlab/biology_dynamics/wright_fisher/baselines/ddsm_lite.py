@@ -91,7 +91,8 @@ class DDSMLite:
     """DDSM-lite over `letters` letters (psi = letters, uniform pi): a bank of `bank` Euler-Maruyama paths of about
     `sim_steps` geometric steps from tau_min / 100 to tau_max, stored at `times` geometric grid times from tau_min
     to tau_max; targets from the spectral series truncated at `k_max`. The bank is simulated on the first
-    `loss_fn` call (or `build`), seeded from that call's generator."""
+    `loss_fn` call (or `build`) on the CPU from `seed`, never from the training generator: it depends on the
+    settings alone, so it is the same on every device and in a resumed run."""
 
     def __init__(
         self,
@@ -102,6 +103,7 @@ class DDSMLite:
         sim_steps: int = 1000,
         bank: int = 1024,
         k_max: int = 80,
+        seed: int = 0,
     ) -> None:
         _positive_int(letters, "letters", 2)
         self.path = WrightFisherPath(letters)
@@ -116,6 +118,9 @@ class DDSMLite:
         self.sim_steps = _positive_int(sim_steps, "sim_steps")
         self.bank_size = _positive_int(bank, "bank")
         self.k_max = _positive_int(k_max, "k_max")
+        if isinstance(seed, bool) or not isinstance(seed, int) or not -(2**63) <= seed < 2**64:
+            raise ValueError(f"seed: expected an int in [-2^63, 2^64) (a torch seed), got {seed!r}")
+        self.seed = seed
         self.t_hi = self.core_time(torch.tensor([self.tau_min], dtype=torch.float64)).item()
         self._fine, self._stored = self._em_grid()
         self.taus = self._fine[self._stored]  # (times,) float64, tau_min .. tau_max
@@ -126,7 +131,7 @@ class DDSMLite:
     def __repr__(self) -> str:
         return (
             f"DDSMLite(letters={self.letters}, tau_min={self.tau_min:g}, times={self.times}, "
-            f"sim_steps={self.sim_steps}, bank={self.bank_size}, k_max={self.k_max})"
+            f"sim_steps={self.sim_steps}, bank={self.bank_size}, k_max={self.k_max}, seed={self.seed})"
         )
 
     # -- times -------------------------------------------------------------------------------------------------
@@ -203,11 +208,12 @@ class DDSMLite:
         ok = (g > 0) & torch.isfinite(g) & torch.isfinite(f) & torch.isfinite(score)
         return torch.where(ok, score, torch.full_like(score, math.nan)).to(device)
 
-    def build(self, *, generator: torch.Generator) -> None:
-        """Simulate the bank, its targets and their mean energy lambda, once (later calls do nothing)."""
+    def build(self) -> None:
+        """Simulate the bank from `seed` on the CPU, its targets and their mean energy lambda, once (later calls do
+        nothing)."""
         if self._states is not None:
             return
-        states = self.simulate(generator=generator)
+        states = self.simulate(generator=torch.Generator().manual_seed(self.seed))
         taus = self.taus.to(states.device)[:, None].expand(states.shape[:2])
         scores = self.target(states[..., 0], taus)  # (times, bank)
         each = scores**2 * states[..., 0] * (1 - states[..., 0])  # s^T Sigma s of s e_0, (times, bank)
@@ -232,12 +238,12 @@ class DDSMLite:
 
     def noisy(self, x_0: torch.Tensor, *, generator: torch.Generator) -> DDSMBatch:
         """x_0 (B, L) int64 -> a `DDSMBatch`: one grid time per sequence and one bank path per position (both
-        uniform), the path's coordinates 0 and x_0 swapped. Builds the bank on first use."""
+        uniform, drawn with `generator`), the path's coordinates 0 and x_0 swapped. Builds the bank on first use."""
         if not isinstance(x_0, torch.Tensor) or x_0.dtype != torch.long or x_0.dim() != 2:
             raise ValueError("x_0: expected (B, L) int64 letters")
         if bool(((x_0 < 0) | (x_0 >= self.letters)).any()):
             raise ValueError(f"x_0: expected letters in [0, {self.letters})")
-        self.build(generator=generator)
+        self.build()
         device = x_0.device
         states, scores = self._on(device)
         b, length = x_0.shape

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from flowlab.core.distributions import multinomial, rand
 from flowlab.core.manifolds import Simplex
 from flowlab.core.solvers import solve_ode
 
@@ -59,7 +60,7 @@ class SimplexFlow:
         """For `core.train.fit`: batch x_0 (B, L) int64 or (x_0, cond) -> the cross-entropy of the classifier."""
         x_0, cond = batch if isinstance(batch, tuple) else (batch, None)
         x_0 = self._check_letters(x_0)
-        t = torch.rand(x_0.shape[0], generator=generator, device=x_0.device, dtype=torch.float64) * self.t_hi
+        t = rand((x_0.shape[0],), generator=generator, device=x_0.device, dtype=torch.float64) * self.t_hi
         x_t = self.noisy(x_0, t, generator=generator)
         finite = torch.isfinite(x_t).all(-1).all(-1)  # (B,)
         x_t = torch.where(finite[:, None, None], x_t, 1 / self.letters)
@@ -90,4 +91,4 @@ class SimplexFlow:
         x = self.simplex.projx(solve_ode(field, x, grid, method="euler"))
         t = torch.full((n,), self.t_hi, dtype=torch.float64, device=device)
         w = torch.softmax(self._logits(model, x, t, cond).double(), dim=-1)
-        return torch.multinomial(w.reshape(-1, self.letters).float(), 1, generator=generator).reshape(n, length)
+        return multinomial(w.reshape(-1, self.letters).float(), 1, generator=generator).reshape(n, length)
