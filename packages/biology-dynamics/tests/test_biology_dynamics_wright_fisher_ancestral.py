@@ -37,6 +37,17 @@ def test_series_is_a_distribution():
     assert bool((means[1:] < means[:-1]).all())  # lineages only die
 
 
+def test_plain_float64_series_fails_below_the_small_time_switch_and_matches_above_it():
+    """Switching the small-time branch (and the mpmath fallback) off reproduces the cancellation failure the sampler
+    avoids: at tau = 0.05 the float64 sum has negative probabilities and mass 0.14 off, at 0.02 it is garbage."""
+    taus = torch.tensor([0.02, 0.05, 0.5], dtype=F64)
+    plain = lineage_probs(taus, PSI, k_max=250, high_precision=False)
+    exact = lineage_probs(taus[2:], PSI, k_max=250)
+    assert float(plain[0].abs().max()) > 1e6 and float(plain[1].min()) < -1e-4
+    assert abs(float(plain[1].sum()) - 1) > 0.01
+    torch.testing.assert_close(plain[2], exact[0], rtol=0, atol=1e-12)  # no cancellation at tau = 0.5
+
+
 def test_series_matches_a_gillespie_simulation_of_the_death_process():
     """2e5 lineage counts started from Griffiths' approximation at tau = 0.01 (about 200 lineages; the death process
     forgets its start within a few coalescences), run by Gillespie to tau = 0.05, 0.1, 0.5, 2 (Markov, so each leg

@@ -20,6 +20,8 @@ import math
 
 import torch
 
+from flowlab.core.distributions import rand, randn
+
 __all__ = ["griffiths_moments", "lineage_probs", "sample_lineages", "simulate_lineages"]
 
 #: below this tau the series' alternating sum loses its digits and the normal approximation takes over
@@ -40,6 +42,17 @@ def _check_tau(tau: object, minimum: float = 0.0) -> torch.Tensor:
     if not bool(torch.isfinite(tau).all()) or bool((tau <= minimum).any()):
         raise ValueError(f"tau: expected finite times > {minimum:g}")
     return tau.to(torch.float64)
+
+
+def _check_generator(generator: object) -> None:
+    if not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator: expected a torch.Generator, got {type(generator).__name__}")
+
+
+def _exponential(shape: torch.Size, generator: torch.Generator, device: torch.device) -> torch.Tensor:
+    """Exp(1) draws of `shape`, float64: drawn on the generator's device, then moved to `device`."""
+    draw = torch.empty(shape, dtype=torch.float64, device=generator.device).exponential_(generator=generator)
+    return draw.to(device)
 
 
 def _log_terms(tau: torch.Tensor, psi: float, k_max: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -65,10 +78,12 @@ def _mpmath_term(tau: float, psi: float, m: int, k_max: int) -> float:
         return float(total)
 
 
-def lineage_probs(tau: torch.Tensor, psi: float, *, k_max: int = 80) -> torch.Tensor:
+def lineage_probs(tau: torch.Tensor, psi: float, *, k_max: int = 80, high_precision: bool = True) -> torch.Tensor:
     """q_m(tau) for m = 0..k_max: tau (T,) > 0 -> (T, k_max + 1) float64, each row summing to 1 (up to the mass
     beyond k_max, negligible for tau >= 0.1). Exact to float64 rounding where the float64 sum keeps its digits, to
-    mpmath's 60 digits elsewhere (the cancelling cells: slow, about 0.1 s per tau near 0.1 and more below)."""
+    mpmath's 60 digits elsewhere (the cancelling cells: slow, about 0.1 s per tau near 0.1 and more below).
+    high_precision=False: the plain float64 sum everywhere, not clipped, the series as a float64 code computes it
+    (wrong below tau ~ 0.1: negative cells, mass far from 1; the exactness scenario shows it)."""
     psi = _check_psi(psi)
     tau = _check_tau(tau)
     if not (isinstance(k_max, int) and k_max >= 1):
@@ -85,6 +100,8 @@ def lineage_probs(tau: torch.Tensor, psi: float, *, k_max: int = 80) -> torch.Te
     parts = sign * (log_terms - scale).exp()
     total = parts.sum(-1) * scale[..., 0].exp()
     magnitude = parts.abs().sum(-1) * scale[..., 0].exp()
+    if not high_precision:
+        return total
     rounding = magnitude * (k_max + 1) * torch.finfo(torch.float64).eps
     for i, m in (rounding > _TOLERANCE).nonzero().tolist():
         total[i, m] = _mpmath_term(float(tau[i]), psi, m, k_max)
@@ -106,13 +123,14 @@ def griffiths_moments(tau: torch.Tensor, psi: float) -> tuple[torch.Tensor, torc
 def sample_lineages(
     tau: torch.Tensor, psi: float, *, generator: torch.Generator, k_max: int = 80, small_tau: float = SMALL_TAU
 ) -> torch.Tensor:
-    """One draw of A(tau) per entry: tau (B,) > 0 -> (B,) int64. tau >= small_tau: inverse CDF of `lineage_probs`
-    (one series per distinct tau); below: Griffiths' normal draw, rounded and clipped at 0."""
+    """One draw of A(tau) per entry: tau (B,) > 0 -> (B,) int64 on tau's device. tau >= small_tau: inverse CDF of
+    `lineage_probs` (one series per distinct tau); below: Griffiths' normal draw, rounded and clipped at 0. Computed
+    on the CPU (where the series is summed), the noise drawn on the generator's device."""
     tau = _check_tau(tau)
-    if not isinstance(generator, torch.Generator):
-        raise ValueError(f"generator: expected a torch.Generator, got {type(generator).__name__}")
-    u = torch.rand(tau.shape, generator=generator, dtype=torch.float64)
-    z = torch.randn(tau.shape, generator=generator, dtype=torch.float64)
+    device, tau = tau.device, tau.cpu()
+    _check_generator(generator)
+    u = rand(tau.shape, generator=generator, device=tau.device, dtype=torch.float64)
+    z = randn(tau.shape, generator=generator, device=tau.device, dtype=torch.float64)
     out = torch.zeros(tau.shape, dtype=torch.long)
     small = tau < small_tau
     if bool(small.any()):
@@ -124,7 +142,7 @@ def sample_lineages(
         cdf = cdf / cdf[:, -1:]
         rows = cdf[index]
         out[~small] = torch.searchsorted(rows, u[~small][:, None]).squeeze(-1).clamp_max(k_max)
-    return out
+    return out.to(device)
 
 
 def simulate_lineages(
@@ -132,18 +150,19 @@ def simulate_lineages(
 ) -> torch.Tensor:
     """The pure-death process k -> k - 1 at rate k (k + psi - 1) / 2 (coalescence k (k - 1) / 2 plus mutation
     k psi / 2), run for `duration` from `start` lineages: start (B,) int64 >= 0 -> (B,) int64 (Gillespie, batched
-    over samples, one loop step per death)."""
+    over samples, one loop step per death), on start's device, the waiting times drawn on the generator's."""
     psi = _check_psi(psi)
     if not isinstance(start, torch.Tensor) or start.dtype != torch.long or start.dim() != 1 or bool((start < 0).any()):
         raise ValueError("start: expected a 1-D int64 tensor of lineage counts >= 0")
-    left = torch.as_tensor(duration, dtype=torch.float64).expand(start.shape).clone()
+    _check_generator(generator)
+    left = torch.as_tensor(duration, dtype=torch.float64, device=start.device).expand(start.shape).clone()
     if not bool(torch.isfinite(left).all()) or bool((left < 0).any()):
         raise ValueError("duration: expected finite times >= 0")
     k = start.clone()
     alive = k > 0
     while bool(alive.any()):
         rate = k[alive].double() * (k[alive].double() + psi - 1) / 2
-        wait = torch.empty(rate.shape, dtype=torch.float64).exponential_(generator=generator) / rate
+        wait = _exponential(rate.shape, generator, rate.device) / rate
         dies = wait <= left[alive]
         idx = alive.nonzero().squeeze(-1)
         left[idx[dies]] -= wait[dies]

@@ -1,11 +1,14 @@
 """`bio.wright_fisher.exactness`: the exact forward sampler against independent routes to the same law.
 
 - Lineages: the series, Griffiths' normal approximation and a Gillespie pure-death simulation (started from
-  Griffiths at tau = 0.01, run leg by leg) at each tau: total-variation distances of the histograms.
+  Griffiths at tau = 0.01, run leg by leg) at each tau: total-variation distances of the histograms. With the
+  small-time branch off, the series in plain float64 at small tau: its mass error and negative cells.
 - The mean identity E[x_tau | x_0 = b] = pi + e^(-psi tau / 2)(e_b - pi) from the series (max error).
 - The sampler against the Wright-Fisher SDE itself, dx = (psi / 2)(pi - x) dtau + G(x) dW, simulated from the
   vertex by Euler-Maruyama on a fine grid: energy distance with a permutation p-value, beside the energy distance of
   two independent exact samples (the noise floor).
+- The family (`family.py`): a finite Wright-Fisher population of zeta individuals against the sampler; the
+  zeta-discrete ELBO at zeta = 1 against the uniform path's; the zeta ladder against the Gaussian ELBO.
 """
 
 from __future__ import annotations
@@ -19,6 +22,11 @@ from flowlab.biology_dynamics.wright_fisher.ancestral import (
     lineage_probs,
     sample_lineages,
     simulate_lineages,
+)
+from flowlab.biology_dynamics.wright_fisher.benchmarks.family import (
+    ladder_metrics,
+    population_metrics,
+    zeta_one_identity,
 )
 from flowlab.biology_dynamics.wright_fisher.process import WrightFisherPath
 from flowlab.biology_dynamics.wright_fisher.sample import simplex_noise
@@ -36,7 +44,10 @@ F64 = torch.float64
 @dataclass(frozen=True)
 class ExactnessBench(Config):
     """`letters` (psi = letters); `draws` lineage counts per route at each of `taus`; `sde_samples` points per side at
-    `sde_tau` with `sde_steps` Euler-Maruyama steps and `permutations` for the p-value."""
+    `sde_tau` with `sde_steps` Euler-Maruyama steps and `permutations` for the p-value; the plain float64 series at
+    `float64_taus`; `population_samples`
+    populations of each size in `population_zetas`; the ELBO ladder over `zetas` on `elbo_positions` letters with
+    `elbo_draws` time draws each."""
 
     letters: int = 4
     draws: int = 200_000
@@ -45,11 +56,38 @@ class ExactnessBench(Config):
     sde_steps: int = 4000
     sde_tau: float = 0.3
     permutations: int = 200
+    float64_taus: tuple[float, ...] = (0.02, 0.05)
+    population_zetas: tuple[int, ...] = (200, 1000)
+    population_samples: int = 10_000
+    zetas: tuple[int, ...] = (1, 10, 100, 1000)
+    elbo_positions: int = 20_000
+    elbo_draws: int = 4
 
 
-FULL = replace(ExactnessBench(), draws=1_000_000, sde_samples=3000, sde_steps=20_000, permutations=500)
+FULL = replace(
+    ExactnessBench(),
+    draws=1_000_000,
+    sde_samples=3000,
+    sde_steps=20_000,
+    permutations=500,
+    population_samples=50_000,
+    zetas=(1, 10, 100, 1000, 10_000),
+    elbo_draws=16,
+)
 QUICK = ExactnessBench()
-SMOKE = replace(QUICK, draws=5000, taus=(0.1, 0.5), sde_samples=150, sde_steps=200, permutations=20)
+SMOKE = replace(
+    QUICK,
+    draws=5000,
+    taus=(0.1, 0.5),
+    sde_samples=150,
+    sde_steps=200,
+    permutations=20,
+    population_zetas=(20, 50),
+    population_samples=400,
+    zetas=(1, 10),
+    elbo_positions=500,
+    elbo_draws=2,
+)
 
 
 def _tv(p: torch.Tensor, q: torch.Tensor) -> float:
@@ -69,6 +107,17 @@ def _lineage_metrics(cfg: ExactnessBench, g: torch.Generator) -> dict[str, float
         now = tau
         out[f"tv_gillespie_series_tau{tau:g}"] = _tv(torch.bincount(k).double() / k.numel(), row)
         out[f"tv_griffiths_series_tau{tau:g}"] = _tv(approx, row)
+    return out
+
+
+def _float64_series_metrics(cfg: ExactnessBench) -> dict[str, float]:
+    """What switching the small-time branch off does: the series summed in plain float64 (no mpmath) at taus below
+    SMALL_TAU, its mass error |sum q - 1| and its count of negative probabilities (< -1e-12)."""
+    q = lineage_probs(torch.tensor(cfg.float64_taus, dtype=F64), float(cfg.letters), k_max=250, high_precision=False)
+    out = {}
+    for tau, row in zip(cfg.float64_taus, q, strict=True):
+        out[f"float64_series_mass_error_tau{tau:g}"] = abs(float(row.sum()) - 1)
+        out[f"float64_series_negative_cells_tau{tau:g}"] = float((row < -1e-12).sum())
     return out
 
 
@@ -111,7 +160,12 @@ def _sde_metrics(cfg: ExactnessBench, g: torch.Generator) -> dict[str, float]:
 def _run(ctx: BenchContext) -> BenchResult:
     cfg: ExactnessBench = ctx.config
     metrics = {**_lineage_metrics(cfg, ctx.generator), "mean_identity_error": _mean_error(cfg)}
+    metrics.update(_float64_series_metrics(cfg))
     metrics.update(_sde_metrics(cfg, ctx.generator))
+    g = ctx.generator
+    metrics.update(population_metrics(cfg.letters, cfg.population_zetas, cfg.taus, cfg.population_samples, g))
+    metrics["zeta1_identity_error"] = zeta_one_identity(cfg.letters, 256, g)
+    metrics.update(ladder_metrics(cfg.letters, cfg.zetas, cfg.elbo_positions, cfg.elbo_draws, ctx.seed, g))
     return BenchResult(metrics=metrics)
 
 
@@ -121,8 +175,9 @@ SCENARIO = Scenario(
     method="wright_fisher",
     run=_run,
     variants={"smoke": SMOKE, "quick": QUICK, "full": FULL},
-    expected_seconds={"smoke": 3, "quick": 60, "full": 900},
-    directions={"p_sde": "max", "mean_identity_error": "min"},
+    expected_seconds={"smoke": 4, "quick": 60, "full": 1200},
+    directions={"p_sde": "max", "mean_identity_error": "min", "zeta1_identity_error": "min"},
     tags=frozenset({"simplex", "exactness"}),
-    description="Lineage law by series, Griffiths and Gillespie; the exact sampler against a fine Wright-Fisher SDE.",
+    description="Lineage law by series, Griffiths and Gillespie; the exact sampler against a fine Wright-Fisher SDE "
+    "and a finite population; the zeta-discrete ELBO from zeta = 1 (uniform) to the Gaussian limit.",
 )
