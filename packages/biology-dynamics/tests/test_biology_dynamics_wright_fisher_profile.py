@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from flowlab.biology_dynamics.wright_fisher.motifs import load_motifs, profile, read_profile
-from flowlab.biology_dynamics.wright_fisher.nets import PROFILE_SCALE, SequenceCNN, profile_channels
+from flowlab.biology_dynamics.wright_fisher.nets import SequenceCNN, profile_channels
 from flowlab.biology_dynamics.wright_fisher.run import (
     DNARun,
     class_profile_mse,
@@ -40,7 +40,8 @@ def test_profile_channels_repeat_each_window_over_its_letters():
     assert per_letter.shape == (1, 1, 14)
     expected = [1.0] * 4 + [-2.0] * 4 + [0.5] * 4 + [0.0] * 2
     assert per_letter[0, 0].tolist() == pytest.approx(expected)
-    assert PROFILE_SCALE == 10.0
+    with pytest.raises(ValueError, match="profile"):
+        profile_channels(p, 11, 4)  # 3 windows of 4 do not fit 11 letters
 
 
 def test_a_changed_profile_changes_its_sequences_logits():

@@ -33,7 +33,12 @@ def train_cmd(
     condition: str = typer.Option(
         "class", "--condition", help="class | profile: condition on the motif class or the oracle profile (motifs)"
     ),
-    window: int = typer.Option(20, "--window", help="letters per profile window (motifs)"),
+    window: int = typer.Option(
+        20,
+        "--window",
+        help="letters per profile window (motifs): the condition of --condition profile runs and the profile MSE "
+        "of every motif run; at least the widest class motif",
+    ),
     seed: int = typer.Option(0, "--seed", **SEEDS),
     device: str = typer.Option("cpu", "--device"),
     overwrite: bool = typer.Option(False, "--overwrite", help=OVERWRITE_HELP),

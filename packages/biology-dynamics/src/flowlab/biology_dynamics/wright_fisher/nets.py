@@ -90,6 +90,8 @@ class _DilatedBlock(nn.Module):
 def profile_channels(profile: torch.Tensor, length: int, window: int) -> torch.Tensor:
     """profile: (B, M, W) scores in bits of the windows of `window` letters -> (B, M, length) per-letter channels:
     each window's score / PROFILE_SCALE on its letters, 0 on the letters past the last whole window (W * window)."""
+    if profile.dim() != 3 or profile.shape[-1] * window > length:
+        raise ValueError(f"profile: expected (B, M, W) with W * window <= length {length}, got {tuple(profile.shape)}")
     per_letter = profile.repeat_interleave(window, dim=-1) / PROFILE_SCALE
     return torch.nn.functional.pad(per_letter, (0, length - per_letter.shape[-1]))
 

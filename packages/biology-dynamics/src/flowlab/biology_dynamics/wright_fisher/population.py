@@ -41,7 +41,7 @@ def simulate_population(
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}: expected a positive integer, got {value!r}")
     psi = float(letters) if psi is None else psi
-    if not (isinstance(psi, int | float) and math.isfinite(psi) and psi > 0):
+    if isinstance(psi, bool) or not (isinstance(psi, int | float) and math.isfinite(psi) and psi > 0):
         raise ValueError(f"psi: expected a positive mutation rate, got {psi!r}")
     taus = [float(t) for t in taus]
     if not taus or any(t < 0 or not math.isfinite(t) for t in taus) or sorted(taus) != taus:

@@ -45,9 +45,8 @@ F64 = torch.float64
 class ExactnessBench(Config):
     """`letters` (psi = letters); `draws` lineage counts per route at each of `taus`; `sde_samples` points per side at
     `sde_tau` with `sde_steps` Euler-Maruyama steps and `permutations` for the p-value; the plain float64 series at
-    `float64_taus`; `population_samples`
-    populations of each size in `population_zetas`; the ELBO ladder over `zetas` on `elbo_positions` letters with
-    `elbo_draws` time draws each."""
+    `float64_taus`; `population_samples` populations of each size in `population_zetas`; the ELBO ladder over
+    `zetas` on `elbo_positions` letters with `elbo_draws` time draws each."""
 
     letters: int = 4
     draws: int = 200_000
@@ -59,7 +58,7 @@ class ExactnessBench(Config):
     float64_taus: tuple[float, ...] = (0.02, 0.05)
     population_zetas: tuple[int, ...] = (200, 1000)
     population_samples: int = 10_000
-    zetas: tuple[int, ...] = (1, 10, 100, 1000)
+    zetas: tuple[int, ...] = (1, 10, 100, 1000, 10_000)
     elbo_positions: int = 20_000
     elbo_draws: int = 4
 
@@ -71,7 +70,7 @@ FULL = replace(
     sde_steps=20_000,
     permutations=500,
     population_samples=50_000,
-    zetas=(1, 10, 100, 1000, 10_000),
+    zetas=(1, 10, 100, 1000, 10_000, 100_000),
     elbo_draws=16,
 )
 QUICK = ExactnessBench()
