@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import torch
 
+from flowlab.biology_dynamics.wright_fisher.objective import elbo_summary
 from flowlab.core.distributions import multinomial, rand, randn
 from flowlab.core.schedules import VP
 from flowlab.core.solvers import sample_diffusion
@@ -93,14 +94,7 @@ class GaussianDomain:
         terms = torch.cat([self._diffusion(model, x_0, generator, cond).mean(-1) for _ in range(draws)])
         t = torch.full((x_0.shape[0],), self.t_hi, dtype=torch.float64, device=x_0.device)
         log_w = torch.log_softmax(self.posterior_logits(model, self._noisy(x_0, t, generator), t, cond), dim=-1)
-        out = {
-            "diffusion": float(terms.mean()),
-            "diffusion_se": float(terms.std() / terms.numel() ** 0.5),
-            "prior": self.prior_kl(),
-            "reconstruction": float(-log_w.gather(-1, x_0.unsqueeze(-1)).mean()),
-        }
-        out["nats"] = out["diffusion"] + out["prior"] + out["reconstruction"]
-        return out
+        return elbo_summary(terms, self.prior_kl(), log_w, x_0)
 
     @torch.no_grad()
     def sample(

@@ -30,7 +30,21 @@ from flowlab.biology_dynamics.wright_fisher.process import WrightFisherPath
 from flowlab.biology_dynamics.wright_fisher.table import lineage_table
 from flowlab.core.distributions import rand
 
-__all__ = ["NoisyBatch", "WrightFisherELBO", "metric_norm"]
+__all__ = ["NoisyBatch", "WrightFisherELBO", "elbo_summary", "metric_norm"]
+
+
+def elbo_summary(diffusion: torch.Tensor, prior: float, log_w: torch.Tensor, x_0: torch.Tensor) -> dict[str, float]:
+    """The negative ELBO's report in nats per position, shared by the likelihood domains: diffusion (B draws,) with
+    its standard error, the prior term, the reconstruction -log w_{x_0} from log_w (B, L, K) at the last time, and
+    their sum `nats`."""
+    out = {
+        "diffusion": float(diffusion.mean()),
+        "diffusion_se": float(diffusion.std() / math.sqrt(diffusion.numel())),
+        "prior": prior,
+        "reconstruction": float(-log_w.gather(-1, x_0.unsqueeze(-1)).mean()),
+    }
+    out["nats"] = out["diffusion"] + out["prior"] + out["reconstruction"]
+    return out
 
 
 def metric_norm(u: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -151,12 +165,4 @@ class WrightFisherELBO:
         diffusion = torch.cat(terms)
         end = self.noisy(x_0, torch.full((x_0.shape[0],), self.t_hi, dtype=torch.float64), generator=generator)
         log_w = torch.log_softmax(self.logits(model, end, cond) + log_ratio(end.x_t, end.q, self.path.psi), dim=-1)
-        recon = -log_w.gather(-1, x_0.unsqueeze(-1)).mean()
-        out = {
-            "diffusion": float(diffusion.mean()),
-            "diffusion_se": float(diffusion.std() / math.sqrt(diffusion.numel())),
-            "prior": self.prior_kl(),
-            "reconstruction": float(recon),
-        }
-        out["nats"] = out["diffusion"] + out["prior"] + out["reconstruction"]
-        return out
+        return elbo_summary(diffusion, self.prior_kl(), log_w, x_0)

@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from flowlab.biology_dynamics.wright_fisher.objective import elbo_summary
 from flowlab.core.distributions import multinomial_counts, rand
 from flowlab.core.schedules import VP
 
@@ -152,11 +153,4 @@ class ZetaDiscreteDomain:
         kappa, _ = self.kappa_at(torch.full((x_0.shape[0],), self.t_hi, dtype=F64, device=x_0.device))
         counts = multinomial_counts(self.rho(x_0, kappa), self.zeta, generator=generator)
         log_w = torch.log_softmax(self.posterior_logits(model, counts, kappa, cond), dim=-1)
-        out = {
-            "diffusion": float(terms.mean()),
-            "diffusion_se": float(terms.std() / terms.numel() ** 0.5),
-            "prior": self.prior_kl(),
-            "reconstruction": float(-log_w.gather(-1, x_0.unsqueeze(-1)).mean()),
-        }
-        out["nats"] = out["diffusion"] + out["prior"] + out["reconstruction"]
-        return out
+        return elbo_summary(terms, self.prior_kl(), log_w, x_0)
