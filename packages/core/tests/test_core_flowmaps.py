@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from flowlab.core.flowmaps import (
+    AnchoredFlowMap,
     FlowMapFromField,
     ParametrisedFlowMap,
     diagonal_velocity,
@@ -632,3 +633,72 @@ def test_pseudo_huber_and_reductions():
     )
     torch.testing.assert_close(hub, torch.sqrt(l2 + 0.01) - 0.1)
     assert bool((l2 > 0).all())  # consistency training: the same pair at s_next is not on the exact trajectory
+
+
+class LinearCorrection(nn.Module):
+    """g(x, s, t) = Σ_{k>=2} (t − s)^{k−2} A^k x / k!, the exact correction of an `AnchoredFlowMap` on v = A x:
+    then x + τ A x + τ² g = expm(τ A) x. `scale` != 1 perturbs it."""
+
+    def __init__(self, a: torch.Tensor, scale: float = 1.0, terms: int = 30) -> None:
+        super().__init__()
+        self.a, self.scale, self.terms = a, scale, terms
+        self.weight = nn.Parameter(torch.ones((), dtype=a.dtype))  # so that gradients have somewhere to go
+
+    def forward(self, *, x, s, t):
+        tau = (t - s)[:, None]
+        power, out = x @ self.a.T @ self.a.T / 2, torch.zeros_like(x)  # A² x / 2!
+        for k in range(2, self.terms):
+            out = out + power
+            power = tau * (power @ self.a.T) / (k + 1)
+        return self.scale * self.weight * out
+
+
+def test_anchored_map_is_the_teacher_on_the_diagonal_and_exact_with_the_exact_correction():
+    """X_{s,t} = x + τ v_T(x, s) + τ² g: X_{s,s} = Id and v_{t,t} = v_T exactly; with the series correction of a
+    linear teacher v = A x it is expm(τ A) x, and the LSD loss (jvp and finite difference) vanishes there and not
+    when the correction is 10 % off; only the correction is a parameter or in the state dict."""
+    a = torch.tensor([[0.0, -1.3, 0.2], [1.3, -0.2, 0.4], [-0.1, 0.5, -0.6]], dtype=F64)
+
+    def teacher(*, x, t):
+        return x @ a.T
+
+    fm = AnchoredFlowMap(LinearCorrection(a), teacher)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 3, generator=g, dtype=F64)
+    s = 0.6 * torch.rand(64, generator=g, dtype=F64)
+    t = s + (1 - s) * torch.rand(64, generator=g, dtype=F64)
+    want = torch.einsum("bij,bj->bi", torch.linalg.matrix_exp((t - s)[:, None, None] * a), x)
+    torch.testing.assert_close(fm(x=x, s=s, t=t), want, rtol=0, atol=1e-12)
+    torch.testing.assert_close(fm(x=x, s=s, t=s), x, rtol=0, atol=0)
+    torch.testing.assert_close(fm.diagonal_field(x=x, t=t), teacher(x=x, t=t), rtol=0, atol=0)
+    # derivatives in x reach the teacher: the diagonal's Jacobian is A (the likelihood's divergence is tr A)
+    jac = torch.func.jacrev(lambda y: fm.diagonal_field(x=y[None], t=t[:1])[0])(x[0])
+    torch.testing.assert_close(jac, a, rtol=0, atol=1e-12)
+    for derivative in ("jvp", "fd"):
+        exact = float(lsd_loss(fm, x, s, t, teacher=teacher, derivative=derivative).detach())
+        off = AnchoredFlowMap(LinearCorrection(a, scale=1.1), teacher)
+        perturbed = float(lsd_loss(off, x, s, t, teacher=teacher, derivative=derivative).detach())
+        assert exact < (1e-20 if derivative == "jvp" else 1e-9) and perturbed > 1e-4, (derivative, exact, perturbed)
+    assert [name for name, _ in fm.named_parameters()] == ["net.weight"] and list(fm.state_dict()) == ["net.weight"]
+    with pytest.raises(ValueError, match="teacher"):
+        AnchoredFlowMap(LinearCorrection(a), "rfm")
+    with pytest.raises(ValueError, match="teacher: output shape"):
+        AnchoredFlowMap(LinearCorrection(a), lambda *, x, t: x[:, :2])(x=x, s=s, t=t)
+
+
+def test_anchored_map_on_the_torus_moves_by_the_teacher_and_its_correction():
+    """On T²: exp_x(τ c + τ² d) for a constant teacher c and a constant correction d, wrapped to (−π, π]."""
+    m = FlatTorus(2)
+    c, d = torch.tensor([2.5, -4.0], dtype=F64), torch.tensor([0.3, 0.7], dtype=F64)
+
+    class Constant(nn.Module):
+        def forward(self, *, x, s, t):
+            return d.expand_as(x)
+
+    fm = AnchoredFlowMap(Constant(), lambda *, x, t: c.expand_as(x), manifold=m)
+    g = torch.Generator().manual_seed(1)
+    x = m.random_base(32, generator=g).to(F64)
+    s, t = torch.rand(32, generator=g, dtype=F64).sort(0).values, torch.ones(32, dtype=F64)
+    tau = (t - s)[:, None]
+    want = torch.remainder(x + tau * c + tau**2 * d + math.pi, 2 * math.pi) - math.pi
+    torch.testing.assert_close(fm(x=x, s=s, t=t), want, rtol=0, atol=1e-12)

@@ -22,7 +22,7 @@ from flowlab.core.gfm.benchmarks.synthetic import TORUS7_QUICK, HyperbolicBench,
 from flowlab.core.gfm.cli import app
 from flowlab.core.gfm.data import load_earth, split
 from flowlab.core.gfm.evaluate import mmd_by_nfe, reference_bandwidth
-from flowlab.core.gfm.train import scheduled_lr
+from flowlab.core.gfm.train import flow_map_for, scheduled_lr
 from flowlab.core.manifolds import FlatTorus, Sphere
 from flowlab.core.nets import seeded_init
 
@@ -121,6 +121,48 @@ def test_teacher_distillation_pulls_the_diagonal_onto_the_teacher_and_is_checked
         replace(TORUS7_QUICK, train=replace(TORUS7_QUICK.train, distill="teacher"), objectives=("psd",))
     teaching = replace(TORUS7_QUICK, train=replace(TORUS7_QUICK.train, distill="teacher"))
     assert (model_config(teaching, "rfm", 10).distill, model_config(teaching, "lsd", 10).distill) == ("self", "teacher")
+
+
+def test_anchored_distillation_keeps_the_teacher_diagonal_and_trains_the_jump():
+    """distill="anchored": the map's v_{t,t} is the teacher's field exactly throughout; the LSD loss of its jumps
+    falls with training; the teacher stays frozen and out of the saved weights; the options are checked."""
+    torus = FlatTorus(2)
+    data = (
+        random_torus_mixture(2, generator=torch.Generator().manual_seed(0))
+        .sample(512, generator=torch.Generator().manual_seed(5))
+        .float()
+    )
+    with seeded_init(torch.Generator().manual_seed(1)):
+        teacher = build_flow_map(torus, hidden=(16,)).requires_grad_(False)  # frozen, as AnchoredFlowMap asks
+    before = {k: v.clone() for k, v in teacher.state_dict().items()}
+    cfg = GFMConfig(objective="lsd", distill="anchored", steps=200, batch_size=64, hidden=(32,), lr=3e-3)
+    out = train_gfm(
+        torus, data, cfg, generator=torch.Generator().manual_seed(4), teacher=teacher.diagonal_field, log_every=10
+    )
+    x = torus.random_base(256, generator=torch.Generator().manual_seed(2))
+    t = torch.rand(256, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        torch.testing.assert_close(
+            out.flow_map.diagonal_field(x=x, t=t), teacher.diagonal_field(x=x, t=t), rtol=0, atol=0
+        )
+    sd = [row["sd"] for row in out.history]
+    assert sum(sd[-3:]) < 0.5 * sum(sd[:3]), sd
+    assert all(row["rfm"] == 0 for row in out.history)  # no diagonal rows: the diagonal is the teacher's
+    assert all(torch.equal(before[k], v) for k, v in teacher.state_dict().items())
+    assert set(out.flow_map.state_dict()) == {f"net.{k}" for k in out.flow_map.net.state_dict()}
+    with pytest.raises(ValueError, match="diag_fraction"):
+        replace(cfg, diag_fraction=0.25)
+    with pytest.raises(ValueError, match="distill"):
+        replace(cfg, objective="mf")
+    with pytest.raises(ValueError, match="teacher"):
+        train_gfm(torus, data, replace(cfg, steps=1), generator=torch.Generator())
+    with pytest.raises(ValueError, match="teacher"):
+        flow_map_for(torus, cfg)
+    anchored = replace(TORUS7_QUICK, train=replace(TORUS7_QUICK.train, distill="anchored"))
+    assert (model_config(anchored, "rfm", 10).distill, model_config(anchored, "lsd", 10).distill) == (
+        "self",
+        "anchored",
+    )
 
 
 def test_scheduled_lr_is_the_training_schedule():
@@ -247,6 +289,36 @@ def test_cli_distils_from_a_teacher_run_and_names_bad_teacher_options(tmp_path: 
     ):
         res = runner.invoke(app, ["train", *base, "--out", str(tmp_path / "bad"), *extra])
         assert res.exit_code == 2 and words in res.output, (extra, res.output)
+
+
+def test_cli_anchored_run_reloads_on_its_teacher_and_shares_its_likelihood(tmp_path: Path):
+    """--anchored: the run records distill "anchored" and its teacher; evaluate rebuilds the map on that teacher, so
+    its NLL (the diagonal's) is the teacher run's to the digit while its 1-NFE jumps differ; a moved teacher and the
+    options that do not go with --anchored are named."""
+    runner = CliRunner()
+    base = ["--data", "torus:2", "--steps", "6", "--batch-size", "32", "--hidden", "16,16", "--no-progress"]
+    teacher, student = tmp_path / "rfm", tmp_path / "anchored"
+    assert runner.invoke(app, ["train", *base, "--out", str(teacher), "--objective", "rfm"]).exit_code == 0
+    res = runner.invoke(app, ["train", *base, "--out", str(student), "--teacher", str(teacher), "--anchored"])
+    assert res.exit_code == 0, res.output
+    assert json.loads((student / "config.json").read_text())["config"]["distill"] == "anchored"
+    metrics = {}
+    for run in (teacher, student):
+        res = runner.invoke(app, ["evaluate", "--run", str(run), "--nfe", "1", "--n", "50", "--nll-steps", "2"])
+        assert res.exit_code == 0, res.output
+        metrics[run.name] = json.loads(res.output.strip().splitlines()[-1])
+    assert metrics["anchored"]["nll"] == metrics["rfm"]["nll"]
+    assert metrics["anchored"]["mmd_nfe1"] != metrics["rfm"]["mmd_nfe1"]
+    for extra, option in (
+        (["--anchored"], "--anchored"),  # no teacher
+        (["--anchored", "--teacher", str(teacher), "--warm-start"], "--warm-start"),  # a correction, not a velocity
+        (["--anchored", "--teacher", str(teacher), "--objective", "psd"], "--anchored"),
+    ):
+        res = runner.invoke(app, ["train", *base, "--out", str(tmp_path / "bad"), *extra])
+        assert res.exit_code == 2 and option in res.output, (extra, res.output)
+    teacher.rename(tmp_path / "moved")
+    res = runner.invoke(app, ["sample", "--run", str(student), "--out", str(tmp_path / "x.pt"), "--n", "8"])
+    assert res.exit_code == 2 and "teacher run" in res.output, res.output
 
 
 def test_cli_train_sample_evaluate_round_trip(tmp_path: Path):

@@ -1,5 +1,6 @@
-"""Two-time flow maps X_{s,t}: the parametrisation with X_{s,s} = Id, teacher maps by integration, time-pair
-sampling, and pi-Flow's network-free velocity policies (`policies`) and the student heads that build them (`heads`).
+"""Two-time flow maps X_{s,t}: the parametrisation with X_{s,s} = Id, one anchored on a frozen teacher field
+(`anchored`), teacher maps by integration, time-pair sampling, and pi-Flow's network-free velocity policies
+(`policies`) and the student heads that build them (`heads`).
 
 The objectives that train flow maps live in `flowlab.core.losses.flow_map`; any-step sampling is
 `flowlab.core.solvers.sample_flow_map`.
@@ -10,6 +11,7 @@ from flowlab.core.lazy import lazy_exports
 __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
+        "flowlab.core.flowmaps.anchored": ["AnchoredFlowMap"],
         "flowlab.core.flowmaps.base": [
             "DiagonalField",
             "FlowMapFromField",

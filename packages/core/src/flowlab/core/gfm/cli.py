@@ -119,9 +119,18 @@ def _run_meta(path: Path) -> dict[str, Any]:
     return meta
 
 
+def _anchor_of(meta: dict[str, Any], run: Path) -> Any:
+    """The teacher field an anchored run was trained on: the diagonal of the run its config.json names (the map
+    needs it at every call, so that run must still be where it was)."""
+    teacher = meta.get("teacher")
+    if not isinstance(teacher, str) or not Path(teacher).is_dir():
+        raise _run_fail(f"{run} is anchored on the teacher run {teacher!r}, which is not a folder here")
+    return _load_run(Path(teacher))[0].requires_grad_(False).diagonal_field
+
+
 def _load_run(run: Path) -> tuple[Any, dict[str, Any], Dataset]:
-    """The flow map (its weights loaded, in eval mode), config.json and data of a run folder written by `train`;
-    every problem with them is reported against --run."""
+    """The flow map (its weights loaded, in eval mode), config.json and data of a run folder written by `train`
+    (with its teacher run's map inside, for an anchored run); every problem with them is reported against --run."""
     import torch
 
     from flowlab.core.cli import load_weights_option
@@ -138,7 +147,7 @@ def _load_run(run: Path) -> tuple[Any, dict[str, Any], Dataset]:
     except (FileNotFoundError, ValueError) as err:
         raise _run_fail(f"{cfg_path}: {err}") from err
     state = load_weights_option(weights, "--run")
-    fm = flow_map_for(data.manifold, config)
+    fm = flow_map_for(data.manifold, config, teacher=_anchor_of(meta, run) if config.distill == "anchored" else None)
     try:
         fm.load_state_dict(state)
     except (RuntimeError, TypeError) as err:  # another architecture's weights, or not a state dict
@@ -172,6 +181,14 @@ def train(
     warm_start: Annotated[
         bool, typer.Option(help="Start from the --teacher run's weights (it must have the same architecture).")
     ] = False,
+    anchored: Annotated[
+        bool,
+        typer.Option(
+            help="With --teacher: the map is the teacher's Euler step plus a learned correction, "
+            "X = exp_x((t-s)(v_T(x,s) + (t-s) g)), so its many-step sampler and likelihood are the teacher's; "
+            "the teacher run must stay where it is."
+        ),
+    ] = False,
     angle_unit: Annotated[
         str, typer.Option(help="Unit of an angles:PATH table: radians | degrees (values outside it are refused).")
     ] = "radians",
@@ -185,7 +202,8 @@ def train(
 ) -> None:
     """Train a GFM (or the RFM baseline) and write model.pt + config.json into OUT. With --teacher the GFM distils
     from a trained run instead of from its own diagonal (`core.gfm.torus7`'s recipe, with --warm-start and the
-    teacher's architecture). The same run again needs --resume
+    teacher's architecture; with --anchored, the teacher-anchored map of the torus7 anchored rows). The same run
+    again needs --resume
     (OUT holds a checkpoint only at the end: a finished run is reloaded, a cut-short one trains again) or
     --overwrite; a different run there is refused unless --overwrite."""
     import torch
@@ -199,12 +217,18 @@ def train(
     try:
         config = GFMConfig(
             objective=objective, steps=steps, batch_size=batch_size, hidden=widths, lr=lr,
-            fourier_dim=fourier_dim, fourier_scale=fourier_scale, distill="self" if teacher is None else "teacher",
+            fourier_dim=fourier_dim, fourier_scale=fourier_scale,
+            distill="self" if teacher is None else "anchored" if anchored else "teacher",
         )  # fmt: skip
     except ValueError as err:
-        raise option_error(err, {"distill": "--teacher"}) from err
+        raise option_error(err, {"distill": "--anchored" if anchored else "--teacher"}) from err
     if warm_start and teacher is None:
         raise typer.BadParameter("starts from a --teacher run's weights; give --teacher", param_hint="--warm-start")
+    if anchored and teacher is None:
+        raise typer.BadParameter("anchors the map on a --teacher run; give --teacher", param_hint="--anchored")
+    if warm_start and anchored:
+        problem = "an anchored map trains a correction, not a velocity: it cannot start from the teacher's weights"
+        raise typer.BadParameter(problem, param_hint="--warm-start")
     choice_option(angle_unit, ANGLE_UNITS, "--angle-unit")
     ds = _dataset_option(data, seed=seed, data_root=data_root, angle_unit=angle_unit)
     teacher_map, init = _teacher_option(teacher, ds.manifold, config, warm_start) if teacher else (None, None)
@@ -215,7 +239,7 @@ def train(
     trained = train_gfm(
         ds.manifold, ds.train, config, generator=torch.Generator().manual_seed(seed), device=resolved,
         ckpt_dir=out / "checkpoints", progress=progress, init=init,
-        teacher=None if teacher_map is None else teacher_map.to(resolved).diagonal_field,
+        teacher=None if teacher_map is None else teacher_map.to(resolved).requires_grad_(False).diagonal_field,
     )  # fmt: skip
     torch.save(trained.flow_map.state_dict(), out / "model.pt")
     meta = {"data": data, "seed": seed, "data_root": data_root, "angle_unit": angle_unit, "manifold": repr(ds.manifold)}

@@ -109,17 +109,21 @@ def gfm_loss(
         return GFMLoss(mf, {"rfm": zero, "sd": mf.detach()})
 
     n_diag = round(float(diag_fraction) * batch)
-    if not 0 < n_diag < batch:
+    # with a teacher every target comes from it, so the diagonal rows are optional (none for an AnchoredFlowMap,
+    # whose diagonal is the teacher's); self-distillation needs them to anchor the map
+    if not (0 if teacher is not None else 1) <= n_diag < batch:
         raise ValueError(
             f"diag_fraction: {diag_fraction} of a batch of {batch} leaves no rows for the diagonal or the "
             f"self-distillation term of {objective!r}"
         )
-    diagonal = path.sample(x_0[:n_diag], x_1[:n_diag], _uniform(n_diag, t_max, generator, x_0))
-    if teacher is not None:
-        with torch.no_grad():
-            target = manifold.proju(diagonal.x_t, teacher(x=diagonal.x_t, t=diagonal.t).detach())
-        diagonal = PathSample(diagonal.x_0, diagonal.x_1, diagonal.t, diagonal.x_t, target)
-    rfm = diagonal_fm_loss(flow_map, diagonal, manifold=manifold)
+    rfm = zero
+    if n_diag:
+        diagonal = path.sample(x_0[:n_diag], x_1[:n_diag], _uniform(n_diag, t_max, generator, x_0))
+        if teacher is not None:
+            with torch.no_grad():
+                target = manifold.proju(diagonal.x_t, teacher(x=diagonal.x_t, t=diagonal.t).detach())
+            diagonal = PathSample(diagonal.x_0, diagonal.x_1, diagonal.t, diagonal.x_t, target)
+        rfm = diagonal_fm_loss(flow_map, diagonal, manifold=manifold)
     pairs = sample_time_pairs(batch - n_diag, diag_fraction=0.0, max_gap=max_gap, high=t_max, generator=generator)
     s, t = pairs.s.to(x_0), pairs.t.to(x_0)
     x_s = path.sample(x_0[n_diag:], x_1[n_diag:], s).x_t

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from flowlab.core.config import Config
-from flowlab.core.flowmaps import ParametrisedFlowMap
+from flowlab.core.flowmaps import AnchoredFlowMap, ParametrisedFlowMap
 from flowlab.core.gfm.model import build_flow_map
 from flowlab.core.gfm.objective import OBJECTIVES, TEACHER_OBJECTIVES, gfm_loss
 from flowlab.core.manifolds.base import Manifold
@@ -19,7 +19,10 @@ from flowlab.core.nets import seeded_init
 from flowlab.core.train import EMA, fit
 from flowlab.core.validation import check_choice
 
-__all__ = ["GFMConfig", "TrainedGFM", "flow_map_for", "scheduled_lr", "train_gfm"]
+__all__ = ["DISTILL", "GFMConfig", "TrainedGFM", "flow_map_for", "scheduled_lr", "train_gfm"]
+
+#: where the self-distillation target comes from (`GFMConfig.distill`)
+DISTILL = ("self", "teacher", "anchored")
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,9 @@ class GFMConfig(Config):
     embedding of s and t; fourier_dim / fourier_scale: random Fourier features of x (0: none; `ManifoldMLP`).
     lr decays along a cosine to lr_min. diag_fraction, sd_weight, max_gap, esd_stopgrad, lsd_derivative, t_max: see
     `gfm_loss`. distill: "self" (the map's own diagonal is the self-distillation target, the paper) | "teacher"
-    (a pretrained field passed to `train_gfm(teacher=...)` is, and the diagonal rows regress onto it; lsd, esd).
+    (a pretrained field passed to `train_gfm(teacher=...)` is, and the diagonal rows regress onto it; lsd, esd) |
+    "anchored" (the map is an `AnchoredFlowMap` on that teacher, X_{s,t} = exp_x((t − s)(v_T(x, s) + (t − s) g)),
+    so its diagonal is the teacher's and every row trains the jump; lsd, esd; diag_fraction None or 0).
     """
 
     objective: str = "lsd"
@@ -59,9 +64,16 @@ class GFMConfig(Config):
         super().__post_init__()
         check_choice(self.objective, OBJECTIVES, "objective")
         check_choice(self.lsd_derivative, ("jvp", "fd"), "lsd_derivative")
-        check_choice(self.distill, ("self", "teacher"), "distill")
-        if self.distill == "teacher" and self.objective not in TEACHER_OBJECTIVES:
-            raise ValueError(f"distill: 'teacher' is for the objectives {TEACHER_OBJECTIVES}, not {self.objective!r}")
+        check_choice(self.distill, DISTILL, "distill")
+        if self.distill != "self" and self.objective not in TEACHER_OBJECTIVES:
+            raise ValueError(
+                f"distill: {self.distill!r} is for the objectives {TEACHER_OBJECTIVES}, not {self.objective!r}"
+            )
+        if self.distill == "anchored" and self.diag_fraction not in (None, 0):
+            raise ValueError(
+                f"diag_fraction: an anchored map's diagonal is the teacher's, so it takes no diagonal rows "
+                f"(None or 0), got {self.diag_fraction!r}"
+            )
         if self.fourier_dim < 0:
             raise ValueError(f"fourier_dim: expected an int >= 0, got {self.fourier_dim!r}")
         for name in ("steps", "batch_size", "time_embed_dim"):
@@ -87,12 +99,20 @@ def scheduled_lr(config: GFMConfig, step: int) -> float:
     return config.lr_min + (config.lr - config.lr_min) * (1 + math.cos(math.pi * step / config.steps)) / 2
 
 
-def flow_map_for(manifold: Manifold, config: GFMConfig) -> ParametrisedFlowMap:
-    """A freshly initialised flow map with `config`'s architecture (for training, or to load saved weights into)."""
-    return build_flow_map(
+def flow_map_for(manifold: Manifold, config: GFMConfig, *, teacher: Any = None) -> ParametrisedFlowMap:
+    """A freshly initialised flow map with `config`'s architecture (for training, or to load saved weights into);
+    with config.distill = "anchored", an `AnchoredFlowMap` whose correction network has that architecture, on the
+    frozen field `teacher(x=, t=)` (required then, refused otherwise)."""
+    if (config.distill == "anchored") != (teacher is not None):
+        raise ValueError(
+            f"teacher: config.distill is {config.distill!r}, so flow_map_for "
+            f"{'needs the teacher field' if config.distill == 'anchored' else 'takes no teacher'}"
+        )
+    flow_map = build_flow_map(
         manifold, hidden=config.hidden, time_embed_dim=config.time_embed_dim, time_scale=config.time_scale,
         fourier_dim=config.fourier_dim, fourier_scale=config.fourier_scale,
     )  # fmt: skip
+    return flow_map if teacher is None else AnchoredFlowMap(flow_map.net, teacher, manifold=manifold)
 
 
 @dataclass(frozen=True)
@@ -123,21 +143,21 @@ def train_gfm(
     The initial weights (one draw) and every step's batch (with replacement), source points and times come from
     `generator` (CPU), so a run is reproducible from its seed whatever else uses torch's global RNG. `init`: a
     state dict to start from (e.g. an RFM model's weights: a warm start); `callbacks` go to `fit`. `teacher`: with
-    config.distill = "teacher", the frozen field `teacher(x=, t=)` on `device` (e.g. a trained RFM model's
+    config.distill = "teacher" or "anchored", the frozen field `teacher(x=, t=)` on `device` (e.g. a trained RFM model's
     `diagonal_field`), called without gradients. Returns the model with its EMA weights loaded.
     """
     if not isinstance(config, GFMConfig):
         raise ValueError(f"config: expected a GFMConfig, got {type(config).__name__}")
-    if (config.distill == "teacher") != (teacher is not None):
+    if (config.distill != "self") != (teacher is not None):
         raise ValueError(
             f"teacher: config.distill is {config.distill!r}, so a teacher field is "
-            f"{'required' if config.distill == 'teacher' else 'not used'}; got {type(teacher).__name__}"
+            f"{'not used' if config.distill == 'self' else 'required'}; got {type(teacher).__name__}"
         )
     manifold.check_point(data, "data")
     device = torch.device(device)
     data_cpu = data.detach().to("cpu", torch.float32)
     with seeded_init(generator):  # the initial weights come from `generator`, not from torch's global RNG
-        flow_map = flow_map_for(manifold, config)
+        flow_map = flow_map_for(manifold, config, teacher=teacher if config.distill == "anchored" else None)
     if init is not None:
         flow_map.load_state_dict(init)
     flow_map.to(device)
@@ -158,7 +178,7 @@ def train_gfm(
             objective=config.objective,
             manifold=manifold,
             generator=gen,
-            diag_fraction=config.diag_fraction,
+            diag_fraction=0.0 if config.distill == "anchored" else config.diag_fraction,
             sd_weight=config.sd_weight,
             t_max=config.t_max,
             max_gap=config.max_gap,

@@ -59,8 +59,10 @@ class GFMBench(Config):
             raise ValueError(
                 f"warm_start: expected 0 <= warm_start < train.steps, got {self.warm_start} and {self.train.steps}"
             )
-        if self.train.distill == "teacher" and not set(self.objectives) <= set(TEACHER_OBJECTIVES):
-            raise ValueError(f"objectives: train.distill 'teacher' is for {TEACHER_OBJECTIVES}, got {self.objectives}")
+        if self.train.distill != "self" and not set(self.objectives) <= set(TEACHER_OBJECTIVES):
+            raise ValueError(
+                f"objectives: train.distill {self.train.distill!r} is for {TEACHER_OBJECTIVES}, got {self.objectives}"
+            )
 
 
 def model_config(cfg: GFMBench, objective: str, steps: int) -> GFMConfig:
@@ -120,7 +122,9 @@ def evaluate_case(
     train cfg.train.steps − N steps with their own objective, so every model sees cfg.train.steps steps in all; their
     cosine schedule starts from the learning rate RFM's had reached at step N (a fine-tune, not a restart at the
     peak rate). With 0 each trains from scratch. With cfg.train.distill = "teacher" the GFM models distil from the
-    trained RFM model's diagonal field (after all its steps), so every model's training is RFM's plus its own.
+    trained RFM model's diagonal field (after all its steps), so every model's training is RFM's plus its own; with
+    "anchored" they are `AnchoredFlowMap`s on that field, whose correction nets train cfg.train.steps − N steps from
+    a fresh start (RFM's weights would be a velocity, not a correction).
     """
     steps, warm = cfg.train.steps, cfg.warm_start
     # the rows mmd_by_nfe compares against (it keeps the first MAX_REFERENCE), so the bandwidth and floor see them too
@@ -142,19 +146,19 @@ def evaluate_case(
     teacher = None
     for objective in ("rfm", *cfg.objectives):
         start = time.perf_counter()
-        init = snapshot if (objective != "rfm" and warm) else None
-        config = (
-            replace(model_config(cfg, objective, steps - warm), lr=warm_lr)
-            if init
-            else model_config(cfg, objective, steps)
-        )
+        config = model_config(cfg, objective, steps)
+        init = snapshot if (objective != "rfm" and warm and config.distill != "anchored") else None
+        if init:
+            config = replace(model_config(cfg, objective, steps - warm), lr=warm_lr)
+        elif objective != "rfm" and config.distill == "anchored":  # a fresh correction net, the same step budget
+            config = model_config(cfg, objective, steps - warm)
         trained = train_gfm(
             manifold, train, config, generator=ctx.generator,
             device=ctx.device, callbacks=(keep,) if objective == "rfm" else (), init=init,
-            teacher=teacher if config.distill == "teacher" else None,
+            teacher=teacher if config.distill != "self" else None,
         )  # fmt: skip
         if objective == "rfm":
-            teacher = trained.flow_map.diagonal_field
+            teacher = trained.flow_map.requires_grad_(False).diagonal_field  # frozen: backward passes skip it
         seconds = time.perf_counter() - start
         row = {"train_s": seconds, "ms_per_step": 1e3 * seconds / config.steps}
         sampler = "euler" if objective == "rfm" else "jump"
