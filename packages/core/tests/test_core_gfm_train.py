@@ -17,7 +17,7 @@ from flowlab.core.bench import BenchContext
 from flowlab.core.gfm import GFMConfig, build_flow_map, random_torus_mixture, semigroup_error, train_gfm
 from flowlab.core.gfm.benchmarks import SCENARIOS
 from flowlab.core.gfm.benchmarks.earth import EARTH, EarthBench, run_earth
-from flowlab.core.gfm.benchmarks.protocol import data_floor, model_config
+from flowlab.core.gfm.benchmarks.protocol import data_floor, model_config, zero_head
 from flowlab.core.gfm.benchmarks.synthetic import TORUS7_QUICK, HyperbolicBench, run_hyperbolic
 from flowlab.core.gfm.cli import app
 from flowlab.core.gfm.data import load_earth, split
@@ -158,6 +158,19 @@ def test_anchored_distillation_keeps_the_teacher_diagonal_and_trains_the_jump():
         train_gfm(torus, data, replace(cfg, steps=1), generator=torch.Generator())
     with pytest.raises(ValueError, match="teacher"):
         flow_map_for(torus, cfg)
+    # the bench's warm start: RFM's features with a zero output layer, so the map starts as the teacher's Euler step
+    start = flow_map_for(torus, replace(cfg, hidden=(16,)), teacher=teacher.diagonal_field)
+    start.load_state_dict(zero_head(teacher.state_dict()))
+    s = 0.5 * t
+    with torch.no_grad():
+        euler = torus.expmap(x, (t - s)[:, None] * teacher.diagonal_field(x=x, t=s))
+        torch.testing.assert_close(start(x=x, s=s, t=t), euler, rtol=0, atol=0)
+    kept = [
+        k for k in teacher.state_dict() if not torch.equal(zero_head(teacher.state_dict())[k], teacher.state_dict()[k])
+    ]
+    assert kept == ["net.mlp.out.weight", "net.mlp.out.bias"], kept
+    with pytest.raises(ValueError, match="state"):
+        zero_head({"scale": torch.ones(())})
     anchored = replace(TORUS7_QUICK, train=replace(TORUS7_QUICK.train, distill="anchored"))
     assert (model_config(anchored, "rfm", 10).distill, model_config(anchored, "lsd", 10).distill) == (
         "self",

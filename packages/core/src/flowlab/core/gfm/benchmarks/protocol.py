@@ -105,6 +105,15 @@ def data_floor(train, reference, manifold, bandwidth, *, n: int, seed: int, draw
     )
 
 
+def zero_head(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A copy of a `build_flow_map` model's state dict with its output layer (`net.mlp.out`) set to zero: the
+    hidden features of a trained velocity net, as the start of an `AnchoredFlowMap`'s correction (which is then 0)."""
+    head = [k for k in state if k.startswith("net.mlp.out.")]
+    if not head:
+        raise ValueError(f"state: expected a build_flow_map state dict with net.mlp.out, got keys {list(state)[:4]}")
+    return {k: torch.zeros_like(v) if k in head else v.clone() for k, v in state.items()}
+
+
 def evaluate_case(
     ctx: BenchContext,
     manifold: Manifold,
@@ -123,8 +132,8 @@ def evaluate_case(
     cosine schedule starts from the learning rate RFM's had reached at step N (a fine-tune, not a restart at the
     peak rate). With 0 each trains from scratch. With cfg.train.distill = "teacher" the GFM models distil from the
     trained RFM model's diagonal field (after all its steps), so every model's training is RFM's plus its own; with
-    "anchored" they are `AnchoredFlowMap`s on that field, whose correction nets train cfg.train.steps − N steps from
-    a fresh start (RFM's weights would be a velocity, not a correction).
+    "anchored" they are `AnchoredFlowMap`s on that field, whose correction nets start from RFM's step-N features with
+    a zero output layer (`zero_head`): the map starts as the teacher's Euler step.
     """
     steps, warm = cfg.train.steps, cfg.warm_start
     # the rows mmd_by_nfe compares against (it keeps the first MAX_REFERENCE), so the bandwidth and floor see them too
@@ -147,11 +156,11 @@ def evaluate_case(
     for objective in ("rfm", *cfg.objectives):
         start = time.perf_counter()
         config = model_config(cfg, objective, steps)
-        init = snapshot if (objective != "rfm" and warm and config.distill != "anchored") else None
+        init = snapshot if (objective != "rfm" and warm) else None
         if init:
             config = replace(model_config(cfg, objective, steps - warm), lr=warm_lr)
-        elif objective != "rfm" and config.distill == "anchored":  # a fresh correction net, the same step budget
-            config = model_config(cfg, objective, steps - warm)
+            if config.distill == "anchored":
+                init = zero_head(init)
         trained = train_gfm(
             manifold, train, config, generator=ctx.generator,
             device=ctx.device, callbacks=(keep,) if objective == "rfm" else (), init=init,
