@@ -13,6 +13,7 @@ from flowlab.core.flowmaps import (
     FlowMapFromField,
     ParametrisedFlowMap,
     diagonal_velocity,
+    flow_map_ends,
     sample_time_pairs,
 )
 from flowlab.core.losses.flow_map import (
@@ -684,6 +685,32 @@ def test_anchored_map_is_the_teacher_on_the_diagonal_and_exact_with_the_exact_co
         AnchoredFlowMap(LinearCorrection(a), "rfm")
     with pytest.raises(ValueError, match="teacher: output shape"):
         AnchoredFlowMap(LinearCorrection(a), lambda *, x, t: x[:, :2])(x=x, s=s, t=t)
+
+
+def test_flow_map_ends_equals_one_call_per_end_time_and_calls_an_anchored_teacher_once():
+    """`flow_map_ends` gives X_{s,t} for each end time as separate calls would (a plain map: one stacked call; an
+    anchored map: its teacher once for the three finite-difference ends, not three times)."""
+    a = torch.tensor([[0.0, -1.3, 0.2], [1.3, -0.2, 0.4], [-0.1, 0.5, -0.6]], dtype=F64)
+    calls = []
+
+    def teacher(*, x, t):
+        calls.append(len(x))
+        return x @ a.T
+
+    anchored = AnchoredFlowMap(LinearCorrection(a), teacher, manifold=FlatTorus(3))
+    plain = ParametrisedFlowMap(LinearCorrection(a), manifold=FlatTorus(3))
+    g = torch.Generator().manual_seed(2)
+    x = FlatTorus(3).random_base(16, generator=g).to(F64)
+    s = 0.5 * torch.rand(16, generator=g, dtype=F64)
+    ts = (s + 0.3, s + 0.4, s + 0.2)
+    for fm in (anchored, plain):
+        calls.clear()
+        got = flow_map_ends(fm, x=x, s=s, ts=ts)
+        assert calls == ([16] if fm is anchored else [])
+        for end, t in zip(got, ts, strict=True):
+            torch.testing.assert_close(end, fm(x=x, s=s, t=t), rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="t"):
+        flow_map_ends(anchored, x=x, s=s, ts=(s + 0.3, torch.full_like(s, 1.5)))
 
 
 def test_anchored_map_on_the_torus_moves_by_the_teacher_and_its_correction():

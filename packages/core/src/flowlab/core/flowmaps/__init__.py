@@ -19,6 +19,8 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "TimePairs",
             "check_flow_map_inputs",
             "diagonal_velocity",
+            "flow_map_ends",
+            "move_by_velocity",
             "sample_time_pairs",
         ],
         "flowlab.core.flowmaps.heads": ["DXHead", "GMHead"],

@@ -8,12 +8,13 @@ exp_x((t − s) proj_x v_T(x, s) + (t − s)² proj_x g_θ(x, s, t)).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch import nn
 
-from flowlab.core.flowmaps.base import ParametrisedFlowMap, check_flow_map_inputs
+from flowlab.core.flowmaps.base import ParametrisedFlowMap, check_flow_map_inputs, move_by_velocity
 from flowlab.core.manifolds.base import Manifold
 from flowlab.core.validation import expand_like
 
@@ -39,10 +40,29 @@ class AnchoredFlowMap(ParametrisedFlowMap):
     def velocity(self, *, x: torch.Tensor, s: torch.Tensor, t: torch.Tensor, **cond: Any) -> torch.Tensor:
         """v_{s,t}(x) = v_T(x, s) + (t − s) g_θ(x, s, t): (B, ...), tangent at x on a manifold."""
         check_flow_map_inputs(x, s, t, manifold=self.manifold)
+        return self._velocity(x, s, t, self._anchor(x, s, cond), cond)
+
+    def ends(self, *, x: torch.Tensor, s: torch.Tensor, ts: Sequence[torch.Tensor], **cond: Any) -> list[torch.Tensor]:
+        """X_{s,t}(x) for every t in `ts` (each (B,)): one teacher call v_T(x, s) shared by all end times and one
+        correction call on the stacked rows -> one (B, ...) per end time (the finite-difference ∂_t's three maps)."""
+        for t in ts:
+            check_flow_map_inputs(x, s, t, manifold=self.manifold)
+        k = len(ts)
+        anchor = self._anchor(x, s, cond)
+        stacked = {name: torch.cat([v] * k) if torch.is_tensor(v) else v for name, v in cond.items()}
+        x_k, s_k, t_k = torch.cat([x] * k), torch.cat([s] * k), torch.cat(list(ts))
+        v = self._velocity(x_k, s_k, t_k, torch.cat([anchor] * k), stacked)
+        return list(move_by_velocity(x_k, s_k, t_k, v, self.manifold).chunk(k))
+
+    def _anchor(self, x: torch.Tensor, s: torch.Tensor, cond: dict) -> torch.Tensor:
         anchor = self._teacher(x=x, t=s, **cond)
+        if anchor.shape != x.shape:
+            raise ValueError(f"teacher: output shape {tuple(anchor.shape)} differs from x's {tuple(x.shape)}")
+        return anchor
+
+    def _velocity(self, x: torch.Tensor, s: torch.Tensor, t: torch.Tensor, anchor: torch.Tensor, cond: dict):
         correction = self.net(x=x, s=s, t=t, **cond)
-        for name, value in (("teacher", anchor), ("net", correction)):
-            if value.shape != x.shape:
-                raise ValueError(f"{name}: output shape {tuple(value.shape)} differs from x's {tuple(x.shape)}")
+        if correction.shape != x.shape:
+            raise ValueError(f"net: output shape {tuple(correction.shape)} differs from x's {tuple(x.shape)}")
         v = anchor + expand_like(t - s, x) * correction
         return v if self.manifold is None else self.manifold.proju(x, v)

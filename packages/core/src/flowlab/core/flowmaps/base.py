@@ -8,6 +8,7 @@ velocity.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,8 @@ __all__ = [
     "TimePairs",
     "check_flow_map_inputs",
     "diagonal_velocity",
+    "flow_map_ends",
+    "move_by_velocity",
     "sample_time_pairs",
 ]
 
@@ -58,7 +61,7 @@ def check_flow_map_inputs(
     return batch
 
 
-def _move(x: torch.Tensor, s: torch.Tensor, t: torch.Tensor, v: torch.Tensor, manifold: Manifold | None):
+def move_by_velocity(x: torch.Tensor, s: torch.Tensor, t: torch.Tensor, v: torch.Tensor, manifold: Manifold | None):
     """x + (t - s) v, or exp_x((t - s) proj_x v) on a manifold."""
     step = expand_like(t - s, x)
     if manifold is None:
@@ -94,12 +97,25 @@ class ParametrisedFlowMap(nn.Module):
 
     def forward(self, *, x: torch.Tensor, s: torch.Tensor, t: torch.Tensor, **cond: Any) -> torch.Tensor:
         """X_{s,t}(x): x: (B, ...), s, t: (B,) -> (B, ...)"""
-        return _move(x, s, t, self.velocity(x=x, s=s, t=t, **cond), self.manifold)
+        return move_by_velocity(x, s, t, self.velocity(x=x, s=s, t=t, **cond), self.manifold)
 
     @property
     def diagonal_field(self) -> DiagonalField:
         """The instantaneous field v_{t,t} as a `VectorField` (`field(x=x, t=t, **cond)`)."""
         return DiagonalField(self)
+
+
+def flow_map_ends(
+    flow_map: Any, *, x: torch.Tensor, s: torch.Tensor, ts: Sequence[torch.Tensor], **cond: Any
+) -> list[torch.Tensor]:
+    """X_{s,t}(x) for several end times from one start: x: (B, ...), s and each t in `ts`: (B,) -> one (B, ...) per
+    end time. Uses `flow_map.ends(x=, s=, ts=)` where the map has one (an `AnchoredFlowMap` evaluates its teacher
+    once for every end time), else one call on the stacked rows (tensor conditions repeated alongside)."""
+    if hasattr(flow_map, "ends"):
+        return list(flow_map.ends(x=x, s=s, ts=ts, **cond))
+    k = len(ts)
+    stacked = {name: torch.cat([v] * k) if torch.is_tensor(v) else v for name, v in cond.items()}
+    return list(flow_map(x=torch.cat([x] * k), s=torch.cat([s] * k), t=torch.cat(list(ts)), **stacked).chunk(k))
 
 
 def diagonal_velocity(flow_map: Any, *, x: torch.Tensor, t: torch.Tensor, **cond: Any) -> torch.Tensor:

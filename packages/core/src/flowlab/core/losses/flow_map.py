@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.func
 
-from flowlab.core.flowmaps.base import check_flow_map_inputs, diagonal_velocity
+from flowlab.core.flowmaps.base import check_flow_map_inputs, diagonal_velocity, flow_map_ends
 from flowlab.core.losses.flow_matching import reduce_loss
 from flowlab.core.manifolds.base import Manifold
 from flowlab.core.paths.base import PathSample
@@ -99,14 +99,12 @@ def _teacher_velocity(flow_map: Any, teacher: Any, x: torch.Tensor, t: torch.Ten
 
 
 def _fd_time_derivative(flow_map, x_s, s, t, h, manifold, cond) -> tuple[torch.Tensor, torch.Tensor]:
-    """(X_{s,t}(x_s), its central-difference ∂_t) from one call on the stacked times (t, t + h, t − h), clamped to
-    [s, 1]: (B, ...) each."""
+    """(X_{s,t}(x_s), its central-difference ∂_t) from the three end times (t, t + h, t − h), clamped to [s, 1], in
+    one `flow_map_ends` call: (B, ...) each."""
     if not (math.isfinite(h) and 0 < h < 0.5):
         raise ValueError(f"fd_step: expected a step in (0, 0.5), got {h!r}")
     upper, lower = (t + h).clamp_max(1.0), torch.maximum(t - h, s)
-    tripled = {k: torch.cat([v] * 3) if torch.is_tensor(v) else v for k, v in cond.items()}
-    stacked = flow_map(x=torch.cat([x_s] * 3), s=torch.cat([s] * 3), t=torch.cat([t, upper, lower]), **tripled)
-    end, ahead, behind = stacked.chunk(3)
+    end, ahead, behind = flow_map_ends(flow_map, x=x_s, s=s, ts=(t, upper, lower), **cond)
     width = expand_like(upper - lower, end)
     if manifold is None:
         return end, (ahead - behind) / width
