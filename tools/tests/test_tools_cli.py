@@ -123,6 +123,7 @@ def test_dry_run_prints_the_default_plan_and_runs_nothing(tmp_path):
     assert "plan: suite default" in res.stdout and "vision.watermark.e2e" in res.stdout
     assert "vision.digits_denoiser" in res.stdout and "build" in res.stdout  # a cold cache: the teacher is built
     assert "crowd.envsocial.gc" not in res.stdout  # not a headline case
+    assert "vision.kit.teachers" not in res.stdout  # infrastructure, not a method
     assert not (tmp_path / "results").exists() and not (tmp_path / "cache").exists()
 
 

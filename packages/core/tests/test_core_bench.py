@@ -10,7 +10,7 @@ import pytest
 import torch
 from matplotlib.image import imread
 
-from flowlab.core.bench import BenchResult, Scenario, figure, peak_memory
+from flowlab.core.bench import INFRASTRUCTURE, BenchResult, Scenario, figure, peak_memory
 from flowlab.core.config import Config
 
 
@@ -43,6 +43,13 @@ def test_scenario_variants_are_instances_of_one_config_type():
     assert ok.variants["quick"].n == 1
     with pytest.raises(ValueError, match="one Config subclass"):
         Scenario("core.x.y", "core", "x", lambda ctx: BenchResult({}), {"quick": {"n": 1}, "full": Sizes()}, {})
+
+
+def test_an_infrastructure_scenario_cannot_be_a_headline_case():
+    args = ("core.x.y", "core", "x", lambda ctx: BenchResult({}), {"quick": Sizes(1), "full": Sizes()}, {})
+    assert not Scenario(*args, tags=frozenset({INFRASTRUCTURE})).headline
+    with pytest.raises(ValueError, match="not a method: it has no headline"):
+        Scenario(*args, tags=frozenset({INFRASTRUCTURE}), headline=True)
 
 
 def test_name_seed_depends_on_the_seed_and_the_name_only():

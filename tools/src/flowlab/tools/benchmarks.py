@@ -10,7 +10,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 
-from flowlab.core.bench import BenchContext, BenchResult, Claim, Scenario
+from flowlab.core.bench import INFRASTRUCTURE, BenchContext, BenchResult, Claim, Scenario
 from flowlab.core.config import Config
 from flowlab.tools.plugins import command_entry_points
 
@@ -60,13 +60,13 @@ SCENARIO = Scenario(
     name="tools.cli.help",
     package="tools",
     method="flowlab CLI",
+    tags=frozenset({INFRASTRUCTURE}),  # the CLI, not a method: in quick, not in the default suite
     run=run,
     variants={"smoke": SMOKE, "quick": QUICK, "full": FULL},
     directions={"top_help_s": "min", "slowest_group_help_s": "min"},
     description="Wall time of `flowlab --help` and of each group's --help (fresh processes) against python's "
     "start-up and a torch import.",
     expected_seconds={"smoke": 5, "quick": 25, "full": 50},
-    headline=True,
     claim=Claim("every --help within 1 s", "slowest_group_help_s", "<=", 1.0),
 )
 SCENARIOS = (SCENARIO,)

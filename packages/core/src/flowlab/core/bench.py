@@ -23,6 +23,7 @@ from flowlab.core.artifacts import Artifact
 from flowlab.core.config import Config
 
 __all__ = [
+    "INFRASTRUCTURE",
     "SUITES",
     "BenchContext",
     "BenchResult",
@@ -48,6 +49,9 @@ PACKAGE_PREFIXES = ("core", "vision", "mol", "rl", "bio", "crowd", "trust", "too
 #: suite -> the variant it runs: smoke (every scenario, toy size, CI), default (each method's headline case at quick
 #: size: what `flowlab bench` runs), quick (every scenario), full (paper-shaped, sized for a GPU)
 SUITES = {"smoke": "smoke", "default": "quick", "quick": "quick", "full": "full"}
+#: the tag of a scenario that measures shared infrastructure (the vision kit's teachers, the CLI), not a method: it
+#: has no headline case, so the default suite leaves it out; `--suite quick` runs it
+INFRASTRUCTURE = "infrastructure"
 _OPS = {"<=": lambda a, b: a <= b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b, ">": lambda a, b: a > b}
 
 
@@ -136,7 +140,8 @@ class Scenario:
     """One benchmark case. `variants` maps "quick" and "full" (and "smoke", the toy size CI runs) to instances of
     one frozen `Config` subclass, the scenario's typed settings (write `full` first and derive `quick = replace(full,
     ...)`). `expected_seconds`: the wall time of each variant on the 2-core CPU machine (full: on a GPU), for the
-    runner's plan. `headline`: this is its method's headline case (the `default` suite); `claim`: the paper's claim
+    runner's plan. `headline`: this is its method's headline case (the `default` suite; never for a scenario tagged
+    `INFRASTRUCTURE`); `claim`: the paper's claim
     it checks, shown in the report's first table. `requires(config, device)`: the artifacts a variant uses on a
     device, which the runner builds once before any scenario runs (each reported on its own row)."""
 
@@ -174,6 +179,8 @@ class Scenario:
             raise ValueError(f"expected_seconds: scenario {self.name} has no variant(s) {sorted(unknown)}")
         if any(not (isinstance(v, int | float) and v > 0) for v in self.expected_seconds.values()):
             raise ValueError(f"expected_seconds: expected positive seconds, got {dict(self.expected_seconds)}")
+        if self.headline and INFRASTRUCTURE in self.tags:
+            raise ValueError(f"headline: {self.name} is tagged {INFRASTRUCTURE!r}, not a method: it has no headline")
         if self.claim is not None and not isinstance(self.claim, Claim):
             raise ValueError(f"claim: expected a Claim, got {type(self.claim).__name__}")
 

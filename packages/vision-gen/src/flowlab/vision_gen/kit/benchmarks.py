@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from flowlab.core.artifacts import Artifact
-from flowlab.core.bench import BenchContext, BenchResult, Claim, Curve, Scenario
+from flowlab.core.bench import INFRASTRUCTURE, BenchContext, BenchResult, Claim, Curve, Scenario
 from flowlab.core.config import Config
 from flowlab.vision_gen.kit.autoencoder import AutoencoderConfig, autoencoder_artifact, tiny_autoencoder
 from flowlab.vision_gen.kit.data import load_digits_images
@@ -114,12 +114,12 @@ TEACHERS = Scenario(
     name="vision.kit.teachers",
     package="vision",
     method="kit",
+    tags=frozenset({INFRASTRUCTURE}),  # the shared teachers, not a method: in quick, not in the default suite
     run=_run,
     variants={"smoke": TEACHERS_SMOKE, "quick": TEACHERS_QUICK, "full": TEACHERS_FULL},
     # quick: with the three teachers cached (each cold build is its artifact's own row); full: one GPU
     expected_seconds={"smoke": 5, "quick": 115, "full": 900},
     requires=_artifacts,
-    headline=True,
     claim=Claim(
         "both teachers' (rf, edm) class-conditional samples are classified as their label at their best step count",
         "min_acc_best",
@@ -185,6 +185,7 @@ AUTOENCODER = Scenario(
     name="vision.kit.autoencoder",
     package="vision",
     method="kit",
+    tags=frozenset({INFRASTRUCTURE}),  # the shared autoencoders, not a method: in quick, not in the default suite
     run=_reconstruct,
     variants={"smoke": AUTOENCODER_SMOKE, "quick": AUTOENCODER_QUICK, "full": AUTOENCODER_FULL},
     expected_seconds={"smoke": 3, "quick": 20, "full": 60},
