@@ -65,8 +65,10 @@ def _cli_against_bench(tmp_path: Path, preset: str, fraction: float) -> None:
 
 
 @needs_data
-def test_cells_fit_config_quick_trains_the_bench_quick_model(tmp_path):
-    """`cells fit dygen --config quick --delta 2` and the `bio.wfr_fm.dygen` quick scenario's WFR-FM (seed 0, one
-    thread as the scenario runs) end with the same config and weights (about 10 s)."""
+@pytest.mark.parametrize("preset", ["smoke", pytest.param("quick", marks=pytest.mark.slow)])
+def test_cells_fit_config_trains_the_bench_model(tmp_path, preset):
+    """`cells fit dygen --config P --delta 2` and the `bio.wfr_fm.dygen` P scenario's WFR-FM (seed 0, one thread as
+    the scenario runs) end with the same config and weights (quick: about 30 s, so `slow`; the default run checks
+    the same path on the smoke preset)."""
     torch.set_num_threads(1)
-    _cli_against_bench(tmp_path, "quick", dygen.QUICK.cell_fraction)
+    _cli_against_bench(tmp_path, preset, getattr(dygen, preset.upper()).cell_fraction)

@@ -46,10 +46,9 @@ def _metrics(seed: int, hash_seed: str, workers: int = 1) -> dict:
 
 
 def test_smoke_metrics_are_identical_across_fresh_processes_hash_seeds_and_worker_processes():
-    """Seed 2 in three fresh processes: string-hash seeds 1 and 2 in one process each, and hash seed 1 with the jobs
-    spread over two worker processes."""
+    """Seed 2 in two fresh processes that differ in both: string-hash seed 1 with every job in one process, and hash
+    seed 2 with the jobs spread over two worker processes (either difference alone would break the equality)."""
     reference = _metrics(2, "1")
     assert reference["ours"]["mae"] > 0
-    for hash_seed, workers in (("2", 1), ("1", 2)):
-        other = _metrics(2, hash_seed, workers=workers)
-        assert json.dumps(reference, sort_keys=True) == json.dumps(other, sort_keys=True), (hash_seed, workers)
+    other = _metrics(2, "2", workers=2)
+    assert json.dumps(reference, sort_keys=True) == json.dumps(other, sort_keys=True)

@@ -55,10 +55,11 @@ def test_an_interrupted_run_resumes_and_matches_an_uninterrupted_one(tmp_path):
 
 def test_the_critic_learns_a_one_step_payoff_and_the_q_term_finds_the_optimum():
     """Matrix game: behaviour (c0, c1) / (c1, c0) 45 % each, (c1, c1) 10 %. MAC-Flow's Q term moves both agents to
-    c1 (payoff 2) where the behaviour averages 0.97; measured: 1.93 at 1500 steps (quick bench)."""
+    c1 (payoff 2) where the behaviour averages 0.97; measured: 1.93 at 1500 steps (quick bench). Here, 500 steps:
+    96 % of the agents' actions at c1 (82 % after 300), Q_tot(c1, c0) 0.89."""
     data = game_dataset("matrix", 4000, seed=0)
     agent = make_learner(MARLConfig(hidden=(64, 64), lr=1e-3, gamma=0.0), obs_dim=1, act_dim=2, n_agents=2, seed=0)
-    train_marl(agent, data, steps=800, batch_size=256, generator=_g(0))
+    train_marl(agent, data, steps=500, batch_size=256, generator=_g(0))
     a = agent.act(torch.zeros(500, 2, 1), generator=_g(1))
     assert float((a[..., 0] > 0.25).double().mean()) > 0.9  # both agents at c1 = (0.5, 0)
     q = agent.q_tot(torch.zeros(1, 2, 1), torch.tensor([[[0.5, 0.0], [-0.5, 0.0]]]))

@@ -40,7 +40,7 @@ def test_bcfm_critic_reaches_the_gaussian_return_law_of_a_two_state_mdp():
     """State A moves to B, B loops on itself, both deterministically, with Gaussian rewards N(mu_s, sigma_s^2). The
     return laws are Gaussian: Z(B) has mean mu_B / (1 - g) and variance sigma_B^2 / (1 - g^2), and Z(A) = r_A + g Z(B).
     A critic trained with BCFM (policy evaluation) matches both means within 5% and both standard deviations within
-    20% (10-step Euler narrows a Gaussian: measured -10% and -13%).
+    20% (10-step Euler narrows a Gaussian: after 300 steps, means +0.3% / +0.2%, standard deviations -11% / +4%).
 
     DCFM is off here: with random rewards its path r + g phi'_t starts at r + g eps rather than eps, so no DCFM form
     has this law as a fixed point (measured with lambda_d = 1: Z(A) mean 1.17 scaled, Z(B) 1.15 unscaled, vs 1.5, 1.0).
@@ -65,7 +65,7 @@ def test_bcfm_critic_reaches_the_gaussian_return_law_of_a_two_state_mdp():
         next_action="dataset", lambda_d=0.0,
     )  # fmt: skip
     agent = make_agent(config, obs_dim=2, act_dim=1, reward_range=(-1.0, 3.0), seed=0)
-    train_agent(agent, data, steps=600, batch_size=256, generator=torch.Generator().manual_seed(1))
+    train_agent(agent, data, steps=300, batch_size=256, generator=torch.Generator().manual_seed(1))
     mean_b, var_b = mu[1] / (1 - gamma), sigma[1] ** 2 / (1 - gamma**2)
     expected = {0: (mu[0] + gamma * mean_b, (sigma[0] ** 2 + gamma**2 * var_b) ** 0.5), 1: (mean_b, var_b**0.5)}
     with torch.no_grad():

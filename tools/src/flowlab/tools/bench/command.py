@@ -181,12 +181,16 @@ def bench(
         return
     import flowlab.datasets as fd
     from flowlab.core.bench import SUITES
-    from flowlab.tools.bench.discovery import SelectionError, discover, select
+    from flowlab.tools.bench.discovery import SelectionError, check_suite, discover, select
     from flowlab.tools.bench.jobs import default_jobs
     from flowlab.tools.bench.report import write_report
     from flowlab.tools.bench.runner import build_artifact, required_artifacts, run_all
     from flowlab.tools.versions import git_commit, library_versions, member_versions
 
+    try:
+        check_suite(suite)
+    except SelectionError as err:
+        fail(str(err))
     if seeds < 1:
         fail(f"--seeds: expected a positive number of seeds, got {seeds}")
     if first_seed < 0:

@@ -49,12 +49,17 @@ def _matches(name: str, pattern: str) -> bool:
     return name == pattern or name.startswith(pattern + ".") or pattern in name
 
 
+def check_suite(suite: str) -> None:
+    """`SelectionError` naming the suites unless `suite` is one (checked before any scenario is imported)."""
+    if suite not in SUITES:
+        raise SelectionError(f"unknown suite {suite!r}; expected one of {', '.join(SUITES)}")
+
+
 def select(scenarios: Sequence[Scenario], only: Iterable[str] | None, suite: str) -> list[Scenario]:
     """The scenarios a suite runs, narrowed to those whose name matches any pattern (glob, exact, dotted prefix or
     substring). `default` is each method's headline case, unless patterns name the scenarios; every other suite
     takes the scenarios that have its variant (see `SUITES`)."""
-    if suite not in SUITES:
-        raise SelectionError(f"unknown suite {suite!r}; expected one of {', '.join(SUITES)}")
+    check_suite(suite)
     chosen = list(scenarios)
     patterns = [p for spec in (only or ()) for p in spec.split(",") if p.strip()]
     if patterns:
