@@ -522,6 +522,34 @@ def test_sample_time_pairs_with_max_gap_and_range():
     assert abs(float(ratio.mean()) - 0.5) < 5 * math.sqrt(1 / 12 / n)
 
 
+def test_sample_time_pairs_from_the_source():
+    """source_fraction p: each off-diagonal pair starts at s = low with probability p, keeping the triangle's gap
+    law (density 2 (1 - d): mean 1/3); p = 0 draws exactly the default pairs, p = 1 starts every pair at low."""
+    n = 40_000
+    default = sample_time_pairs(n, diag_fraction=0.25, generator=torch.Generator().manual_seed(29), dtype=F64)
+    zero = sample_time_pairs(
+        n, diag_fraction=0.25, source_fraction=0.0, generator=torch.Generator().manual_seed(29), dtype=F64
+    )
+    assert torch.equal(zero.s, default.s) and torch.equal(zero.t, default.t)
+    half = sample_time_pairs(
+        n, diag_fraction=0.25, source_fraction=0.5, generator=torch.Generator().manual_seed(29), dtype=F64
+    )
+    assert torch.equal(half.diagonal, default.diagonal) and bool((half.s[half.diagonal] == half.t[half.diagonal]).all())
+    off = ~half.diagonal
+    at_source = off & (half.s == 0)
+    m, k = int(off.sum()), int(at_source.sum())
+    assert abs(k / m - 0.5) < 5 * math.sqrt(0.25 / m)  # binomial 5-sigma bound
+    gap = half.t[at_source]
+    assert abs(float(gap.mean()) - 1 / 3) < 5 * math.sqrt(1 / 18 / k)  # Var d = 1/18
+    moved = at_source & (default.s > 0)  # the pairs that moved keep their gap
+    torch.testing.assert_close(half.t[moved], (default.t - default.s)[moved], rtol=0, atol=1e-12)
+    every = sample_time_pairs(1000, diag_fraction=0.0, source_fraction=1.0, low=0.2, high=0.9,
+                              generator=torch.Generator().manual_seed(3), dtype=F64)  # fmt: skip
+    assert bool((every.s == 0.2).all()) and bool((every.t <= 0.9).all()) and bool((every.t >= 0.2).all())
+    with pytest.raises(ValueError, match="source_fraction"):
+        sample_time_pairs(8, source_fraction=1.5)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # training smoke test: LSD + diagonal FM learns the 1-D Gaussian flow map
 

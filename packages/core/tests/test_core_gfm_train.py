@@ -152,6 +152,8 @@ def test_anchored_distillation_keeps_the_teacher_diagonal_and_trains_the_jump():
     assert set(out.flow_map.state_dict()) == {f"net.{k}" for k in out.flow_map.net.state_dict()}
     with pytest.raises(ValueError, match="diag_fraction"):
         replace(cfg, diag_fraction=0.25)
+    with pytest.raises(ValueError, match="source_fraction"):
+        replace(cfg, source_fraction=1.5)
     with pytest.raises(ValueError, match="distill"):
         replace(cfg, objective="mf")
     with pytest.raises(ValueError, match="teacher"):

@@ -207,6 +207,7 @@ def sample_time_pairs(
     max_gap: float | None = None,
     low: float = 0.0,
     high: float = 1.0,
+    source_fraction: float = 0.0,
     generator: torch.Generator | None = None,
     device: torch.device | str | None = None,
     dtype: torch.dtype | None = None,
@@ -216,6 +217,8 @@ def sample_time_pairs(
 
     The gap d = t - s has density proportional to (range - d) on [0, max_gap] and s is uniform given d, which
     is the uniform law on the (clipped) triangle; it is drawn by inverting its CDF. GFM uses high = 1 - 1e-3.
+    `source_fraction`: each off-diagonal pair independently starts at the source time s = low with this
+    probability (its gap drawn as above), the jumps a one-step sampler makes; 0 (the default) draws nothing more.
     """
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise ValueError(f"batch: expected a positive integer, got {batch!r}")
@@ -226,6 +229,8 @@ def sample_time_pairs(
     span = float(high) - float(low)
     if max_gap is not None and not float(max_gap) > 0.0:
         raise ValueError(f"max_gap: expected a positive number or None, got {max_gap!r}")
+    if not 0.0 <= float(source_fraction) <= 1.0:
+        raise ValueError(f"source_fraction: expected a value in [0, 1], got {source_fraction!r}")
     gap = 1.0 if max_gap is None else min(float(max_gap) / span, 1.0)
     dtype = dtype or torch.get_default_dtype()
 
@@ -235,9 +240,11 @@ def sample_time_pairs(
     # normalised gap: density ∝ (1 - d) on [0, gap]; CDF F(d) = (d - d²/2) / (gap - gap²/2)
     d = 1.0 - torch.sqrt(1.0 - 2.0 * uniform() * (gap - 0.5 * gap * gap))
     s = (1.0 - d) * uniform()
-    t = s + d
     on_diag = uniform() < diag_fraction
     tau = uniform()
+    if source_fraction > 0:
+        s = torch.where(uniform() < source_fraction, torch.zeros_like(s), s)
+    t = s + d
     s = torch.where(on_diag, tau, s)
     t = torch.where(on_diag, tau, t).clamp(max=1.0)
     s = (low + span * s).clamp(low, high)

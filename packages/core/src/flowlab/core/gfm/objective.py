@@ -3,7 +3,8 @@
 Objectives (the loss functions are the core's `losses.flow_map`, called with `manifold=`):
 - "lsd" (G-LSD), "esd" (G-ESD), "psd" (G-PSD): L = L_RFM (first round(diag_fraction·B) rows, default 25 %, t ~
   U[0, t_max]) +
-  sd_weight · L_SD (the other rows, (s, t) uniform on {0 <= s <= t <= t_max}, optionally t − s <= max_gap), both on
+  sd_weight · L_SD (the other rows, (s, t) uniform on {0 <= s <= t <= t_max}, optionally t − s <= max_gap, a share
+  `source_fraction` of them moved to start at s = 0), both on
   the geodesic interpolant I_s = exp_{x_0}(s log_{x_0} x_1) with independent (x_0, x_1).
 - "mf" (G-MF): the extrinsic Riemannian MeanFlow regression on all rows, a fraction `diag_fraction` (default 75 %)
   of them on the diagonal (where it is RFM); no separate diagonal term. Our construction, the paper's exact form is
@@ -65,6 +66,7 @@ def gfm_loss(
     sd_weight: float = 1.0,
     t_max: float = 1.0 - 1e-3,
     max_gap: float | None = None,
+    source_fraction: float = 0.0,
     esd_stopgrad: str = "none",
     lsd_derivative: str = "jvp",
     teacher: Any = None,
@@ -102,7 +104,10 @@ def gfm_loss(
         return GFMLoss(rfm, {"rfm": rfm.detach(), "sd": zero})
 
     if objective == "mf":
-        pairs = sample_time_pairs(batch, diag_fraction=diag_fraction, max_gap=max_gap, high=t_max, generator=generator)
+        pairs = sample_time_pairs(
+            batch, diag_fraction=diag_fraction, max_gap=max_gap, high=t_max, source_fraction=source_fraction,
+            generator=generator,
+        )  # fmt: skip
         s, t = pairs.s.to(x_0), pairs.t.to(x_0)
         sample = path.sample(x_0, x_1, s)
         mf = meanflow_loss(flow_map, sample.x_t, s, t, sample.dx_t, manifold=manifold)
@@ -124,7 +129,10 @@ def gfm_loss(
                 target = manifold.proju(diagonal.x_t, teacher(x=diagonal.x_t, t=diagonal.t).detach())
             diagonal = PathSample(diagonal.x_0, diagonal.x_1, diagonal.t, diagonal.x_t, target)
         rfm = diagonal_fm_loss(flow_map, diagonal, manifold=manifold)
-    pairs = sample_time_pairs(batch - n_diag, diag_fraction=0.0, max_gap=max_gap, high=t_max, generator=generator)
+    pairs = sample_time_pairs(
+        batch - n_diag, diag_fraction=0.0, max_gap=max_gap, high=t_max, source_fraction=source_fraction,
+        generator=generator,
+    )  # fmt: skip
     s, t = pairs.s.to(x_0), pairs.t.to(x_0)
     x_s = path.sample(x_0[n_diag:], x_1[n_diag:], s).x_t
     if objective == "lsd":

@@ -31,9 +31,10 @@ class GFMConfig(Config):
 
     objective: lsd | esd | psd | mf | rfm. hidden: MLP widths; time_embed_dim / time_scale: the sinusoidal
     embedding of s and t; fourier_dim / fourier_scale: random Fourier features of x (0: none; `ManifoldMLP`).
-    lr decays along a cosine to lr_min. diag_fraction, sd_weight, max_gap, esd_stopgrad, lsd_derivative, t_max: see
-    `gfm_loss`. distill: "self" (the map's own diagonal is the self-distillation target, the paper) | "teacher"
-    (a pretrained field passed to `train_gfm(teacher=...)` is, and the diagonal rows regress onto it; lsd, esd) |
+    lr decays along a cosine to lr_min. diag_fraction, sd_weight, max_gap, source_fraction, esd_stopgrad,
+    lsd_derivative, t_max: see `gfm_loss`. distill: "self" (the map's own diagonal is the self-distillation target,
+    the paper) | "teacher" (a pretrained field passed to `train_gfm(teacher=...)` is, and the diagonal rows regress
+    onto it; lsd, esd) |
     "anchored" (the map is an `AnchoredFlowMap` on that teacher, X_{s,t} = exp_x((t − s)(v_T(x, s) + (t − s) g)),
     so its diagonal is the teacher's and every row trains the jump; lsd, esd; diag_fraction None or 0).
     """
@@ -53,6 +54,7 @@ class GFMConfig(Config):
     diag_fraction: float | None = None  # None: the objective's default, `objective.DEFAULT_DIAG_FRACTION`
     sd_weight: float = 1.0
     max_gap: float | None = None
+    source_fraction: float = 0.0  # the share of self-distillation pairs that start at s = 0 (issue 39: T⁷)
     esd_stopgrad: str = "none"  # the spec's "pushforward" diverged on volcano and T² (README)
     lsd_derivative: str = "jvp"
     t_max: float = 1.0 - 1e-3
@@ -86,6 +88,8 @@ class GFMConfig(Config):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name}: expected a positive number, got {value!r}")
+        if not 0 <= self.source_fraction <= 1:
+            raise ValueError(f"source_fraction: expected a value in [0, 1], got {self.source_fraction!r}")
         if not 0 <= self.lr_min <= self.lr:
             raise ValueError(f"lr_min: expected 0 <= lr_min <= lr, got {self.lr_min!r}")
         if not 0 <= self.ema_decay < 1:
@@ -182,6 +186,7 @@ def train_gfm(
             sd_weight=config.sd_weight,
             t_max=config.t_max,
             max_gap=config.max_gap,
+            source_fraction=config.source_fraction,
             esd_stopgrad=config.esd_stopgrad,
             lsd_derivative=config.lsd_derivative,
             teacher=teacher,
