@@ -141,9 +141,9 @@ class Scenario:
     one frozen `Config` subclass, the scenario's typed settings (write `full` first and derive `quick = replace(full,
     ...)`). `expected_seconds`: the wall time of each variant on the 2-core CPU machine (full: on a GPU), for the
     runner's plan. `headline`: this is its method's headline case (the `default` suite; never for a scenario tagged
-    `INFRASTRUCTURE`); `claim`: the paper's claim
-    it checks, shown in the report's first table. `requires(config, device)`: the artifacts a variant uses on a
-    device, which the runner builds once before any scenario runs (each reported on its own row)."""
+    `INFRASTRUCTURE`); `claim`: the paper's claim it checks, shown in the report's first table.
+    `requires(config, device)`: the artifacts a variant uses on a device, which the runner builds once before any
+    scenario runs (each reported on its own row)."""
 
     name: str
     package: str

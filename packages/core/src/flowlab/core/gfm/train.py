@@ -34,9 +34,9 @@ class GFMConfig(Config):
     lr decays along a cosine to lr_min. diag_fraction, sd_weight, max_gap, source_fraction, esd_stopgrad,
     lsd_derivative, t_max: see `gfm_loss`. distill: "self" (the map's own diagonal is the self-distillation target,
     the paper) | "teacher" (a pretrained field passed to `train_gfm(teacher=...)` is, and the diagonal rows regress
-    onto it; lsd, esd) |
-    "anchored" (the map is an `AnchoredFlowMap` on that teacher, X_{s,t} = exp_x((t − s)(v_T(x, s) + (t − s) g)),
-    so its diagonal is the teacher's and every row trains the jump; lsd, esd; diag_fraction None or 0).
+    onto it; lsd, esd) | "anchored" (the map is an `AnchoredFlowMap` on that teacher, X_{s,t} = exp_x((t − s)(v_T(x,
+    s) + (t − s) g)), so its diagonal is the teacher's and every row trains the jump; lsd, esd; diag_fraction None
+    or 0).
     """
 
     objective: str = "lsd"
