@@ -22,6 +22,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "flow_map_ends",
             "move_by_velocity",
             "sample_time_pairs",
+            "stack_end_times",
         ],
         "flowlab.core.flowmaps.heads": ["DXHead", "GMHead"],
         "flowlab.core.flowmaps.policies": [

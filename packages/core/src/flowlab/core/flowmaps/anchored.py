@@ -14,7 +14,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from flowlab.core.flowmaps.base import ParametrisedFlowMap, check_flow_map_inputs, move_by_velocity
+from flowlab.core.flowmaps.base import (
+    ParametrisedFlowMap,
+    check_flow_map_inputs,
+    move_by_velocity,
+    stack_end_times,
+)
 from flowlab.core.manifolds.base import Manifold
 from flowlab.core.validation import expand_like
 
@@ -49,9 +54,8 @@ class AnchoredFlowMap(ParametrisedFlowMap):
             check_flow_map_inputs(x, s, t, manifold=self.manifold)
         k = len(ts)
         anchor = self._anchor(x, s, cond)
-        stacked = {name: torch.cat([v] * k) if torch.is_tensor(v) else v for name, v in cond.items()}
-        x_k, s_k, t_k = torch.cat([x] * k), torch.cat([s] * k), torch.cat(list(ts))
-        v = self._velocity(x_k, s_k, t_k, torch.cat([anchor] * k), stacked)
+        x_k, s_k, t_k, cond_k = stack_end_times(x, s, ts, cond)
+        v = self._velocity(x_k, s_k, t_k, torch.cat([anchor] * k), cond_k)
         return list(move_by_velocity(x_k, s_k, t_k, v, self.manifold).chunk(k))
 
     def _anchor(self, x: torch.Tensor, s: torch.Tensor, cond: dict) -> torch.Tensor:

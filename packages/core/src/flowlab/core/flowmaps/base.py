@@ -32,6 +32,7 @@ __all__ = [
     "flow_map_ends",
     "move_by_velocity",
     "sample_time_pairs",
+    "stack_end_times",
 ]
 
 
@@ -113,9 +114,18 @@ def flow_map_ends(
     once for every end time), else one call on the stacked rows (tensor conditions repeated alongside)."""
     if hasattr(flow_map, "ends"):
         return list(flow_map.ends(x=x, s=s, ts=ts, **cond))
+    x_k, s_k, t_k, cond_k = stack_end_times(x, s, ts, cond)
+    return list(flow_map(x=x_k, s=s_k, t=t_k, **cond_k).chunk(len(ts)))
+
+
+def stack_end_times(
+    x: torch.Tensor, s: torch.Tensor, ts: Sequence[torch.Tensor], cond: dict[str, Any]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]:
+    """The rows of one batched call for k = len(ts) end times: x (B, ...) and s (B,) repeated k times, the end times
+    concatenated (k B,), tensor conditions repeated alongside (others passed as they are)."""
     k = len(ts)
     stacked = {name: torch.cat([v] * k) if torch.is_tensor(v) else v for name, v in cond.items()}
-    return list(flow_map(x=torch.cat([x] * k), s=torch.cat([s] * k), t=torch.cat(list(ts)), **stacked).chunk(k))
+    return torch.cat([x] * k), torch.cat([s] * k), torch.cat(list(ts)), stacked
 
 
 def diagonal_velocity(flow_map: Any, *, x: torch.Tensor, t: torch.Tensor, **cond: Any) -> torch.Tensor:
