@@ -173,11 +173,8 @@ def test_anchored_distillation_keeps_the_teacher_diagonal_and_trains_the_jump():
     assert kept == ["net.mlp.out.weight", "net.mlp.out.bias"], kept
     with pytest.raises(ValueError, match="state"):
         zero_head({"scale": torch.ones(())})
-    anchored = replace(TORUS7_QUICK, train=replace(TORUS7_QUICK.train, distill="anchored"))
-    assert (model_config(anchored, "rfm", 10).distill, model_config(anchored, "lsd", 10).distill) == (
-        "self",
-        "anchored",
-    )
+    rfm, lsd = model_config(TORUS7_QUICK, "rfm", 10), model_config(TORUS7_QUICK, "lsd", 10)  # the torus7 recipe
+    assert (rfm.distill, rfm.source_fraction, lsd.distill, lsd.source_fraction) == ("self", 0.0, "anchored", 0.5)
 
 
 def test_scheduled_lr_is_the_training_schedule():

@@ -67,11 +67,12 @@ class GFMBench(Config):
 
 def model_config(cfg: GFMBench, objective: str, steps: int) -> GFMConfig:
     """cfg.train for one model: its `objective`, `steps` and that objective's diag_fraction (None: its default);
-    RFM, the teacher, distils from nothing."""
-    distill = "self" if objective == "rfm" else cfg.train.distill
+    RFM, the teacher, distils from nothing and has no time pairs to move."""
+    teacher = objective == "rfm"
     return replace(
-        cfg.train, objective=objective, steps=steps, diag_fraction=cfg.diag_fraction.get(objective), distill=distill
-    )
+        cfg.train, objective=objective, steps=steps, diag_fraction=cfg.diag_fraction.get(objective),
+        distill="self" if teacher else cfg.train.distill, source_fraction=0.0 if teacher else cfg.train.source_fraction,
+    )  # fmt: skip
 
 
 def _metrics(ctx, fm, manifold, test, cfg, *, reference, sampler, bandwidth, density) -> dict[str, float]:

@@ -97,18 +97,20 @@ TORUS = Scenario(
     claim=Claim("G-LSD's 1-NFE MMD at most 1/5 of RFM's (T²)", "T2/mmd_nfe1", "<=", 0.2, baseline="RFM"),
 )
 
-#: T⁷ at a CPU budget (issue 39): G-LSD with the finite-difference time derivative (`lsd_derivative="fd"`),
-#: distilled from the trained RFM model (`distill="teacher"`), the quick network trained TORUS7_STEPS steps in all,
-#: G-LSD from RFM's step TORUS7_WARM; 2000 samples and test points. 1-NFE ratios 0.147 / 0.175 / 0.181 on seeds 0-2
-#: (self-distillation: 0.178 / 0.204 / 0.227; RESULTS.md)
+#: T⁷ at a CPU budget (issue 39): G-LSD with the finite-difference time derivative (`lsd_derivative="fd"`), an
+#: `AnchoredFlowMap` on the trained RFM model's field (`distill="anchored"`: diagonal, 100-NFE sampler and likelihood
+#: are RFM's) whose correction starts from RFM's step-TORUS7_WARM features with a zero head, half of its pairs
+#: starting at the source (`source_fraction=0.5`), the quick network trained TORUS7_STEPS steps in all; 2000 samples
+#: and test points (RESULTS.md: teacher-distilled 0.147 / 0.175 / 0.181, self-distilled 0.178 / 0.204 / 0.227)
 TORUS7_STEPS, TORUS7_WARM = 60_000, 20_000
+TORUS7_RECIPE = {"lsd_derivative": "fd", "distill": "anchored", "source_fraction": 0.5}
 TORUS7_FULL = TorusBench(train=replace(FULL_TRAIN, lsd_derivative="fd"), dims=(7,), objectives=("lsd",))
 TORUS7_QUICK = replace(
     TORUS7_FULL,
     **{
         **QUICK_FIELDS,
         "objectives": ("lsd",),
-        "train": replace(QUICK_TRAIN, steps=TORUS7_STEPS, lsd_derivative="fd", distill="teacher"),
+        "train": replace(QUICK_TRAIN, steps=TORUS7_STEPS, **TORUS7_RECIPE),
         "samples": 2000,
     },
     dims=(7,),
@@ -117,7 +119,7 @@ TORUS7_QUICK = replace(
 )
 TORUS7_SMOKE = replace(
     TORUS7_QUICK,
-    **{**SMOKE_FIELDS, "train": replace(SMOKE_TRAIN, lsd_derivative="fd", distill="teacher")},
+    **{**SMOKE_FIELDS, "train": replace(SMOKE_TRAIN, **TORUS7_RECIPE)},
     n_train=512,
     n_test=128,
 )
