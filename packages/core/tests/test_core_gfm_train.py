@@ -17,12 +17,12 @@ from flowlab.core.bench import BenchContext
 from flowlab.core.gfm import GFMConfig, build_flow_map, random_torus_mixture, semigroup_error, train_gfm
 from flowlab.core.gfm.benchmarks import SCENARIOS
 from flowlab.core.gfm.benchmarks.earth import EARTH, EarthBench, run_earth
-from flowlab.core.gfm.benchmarks.protocol import data_floor, model_config, zero_head
+from flowlab.core.gfm.benchmarks.protocol import data_floor, model_config
 from flowlab.core.gfm.benchmarks.synthetic import TORUS7_QUICK, HyperbolicBench, run_hyperbolic
 from flowlab.core.gfm.cli import app
 from flowlab.core.gfm.data import load_earth, split
 from flowlab.core.gfm.evaluate import mmd_by_nfe, reference_bandwidth
-from flowlab.core.gfm.train import flow_map_for, scheduled_lr
+from flowlab.core.gfm.train import flow_map_for, scheduled_lr, zero_head
 from flowlab.core.manifolds import FlatTorus, Sphere
 from flowlab.core.nets import seeded_init
 
@@ -321,10 +321,17 @@ def test_cli_anchored_run_reloads_on_its_teacher_and_shares_its_likelihood(tmp_p
         metrics[run.name] = json.loads(res.output.strip().splitlines()[-1])
     assert metrics["anchored"]["nll"] == metrics["rfm"]["nll"]
     assert metrics["anchored"]["mmd_nfe1"] != metrics["rfm"]["mmd_nfe1"]
+    # the torus7 recipe: the correction starts from the teacher's features with a zero head, half the pairs at s = 0
+    recipe = tmp_path / "recipe"
+    args = ["--teacher", str(teacher), "--anchored", "--warm-start", "--source-fraction", "0.5"]
+    res = runner.invoke(app, ["train", *base, "--out", str(recipe), *args])
+    assert res.exit_code == 0, res.output
+    assert json.loads((recipe / "config.json").read_text())["config"]["source_fraction"] == 0.5
     for extra, option in (
         (["--anchored"], "--anchored"),  # no teacher
-        (["--anchored", "--teacher", str(teacher), "--warm-start"], "--warm-start"),  # a correction, not a velocity
         (["--anchored", "--teacher", str(teacher), "--objective", "psd"], "--anchored"),
+        (["--anchored", "--teacher", str(teacher), "--source-fraction", "1.5"], "--source-fraction"),
+        (["--anchored", "--teacher", str(teacher), "--warm-start", "--hidden", "8"], "--warm-start"),  # misfit
     ):
         res = runner.invoke(app, ["train", *base, "--out", str(tmp_path / "bad"), *extra])
         assert res.exit_code == 2 and option in res.output, (extra, res.output)

@@ -179,8 +179,19 @@ def train(
         ),
     ] = None,
     warm_start: Annotated[
-        bool, typer.Option(help="Start from the --teacher run's weights (it must have the same architecture).")
+        bool,
+        typer.Option(
+            help="Start from the --teacher run's weights (it must have the same architecture); with --anchored, "
+            "the correction starts from its features with a zero output layer (the map starts as its Euler step)."
+        ),
     ] = False,
+    source_fraction: Annotated[
+        float,
+        typer.Option(
+            help="Share of the self-distillation pairs that start at s = 0, where the one-step sampler starts "
+            "(core.gfm.torus7: 0.5 with --anchored)."
+        ),
+    ] = 0.0,
     anchored: Annotated[
         bool,
         typer.Option(
@@ -201,9 +212,8 @@ def train(
     resume: Annotated[bool, typer.Option(help=RESUME_HELP)] = False,
 ) -> None:
     """Train a GFM (or the RFM baseline) and write model.pt + config.json into OUT. With --teacher the GFM distils
-    from a trained run instead of from its own diagonal (`core.gfm.torus7`'s recipe, with --warm-start and the
-    teacher's architecture; with --anchored, the teacher-anchored map of the torus7 anchored rows). The same run
-    again needs --resume
+    from a trained run instead of from its own diagonal; `core.gfm.torus7`'s recipe is an RFM run as --teacher with
+    --anchored --warm-start --source-fraction 0.5 and the teacher's architecture. The same run again needs --resume
     (OUT holds a checkpoint only at the end: a finished run is reloaded, a cut-short one trains again) or
     --overwrite; a different run there is refused unless --overwrite."""
     import torch
@@ -217,7 +227,7 @@ def train(
     try:
         config = GFMConfig(
             objective=objective, steps=steps, batch_size=batch_size, hidden=widths, lr=lr,
-            fourier_dim=fourier_dim, fourier_scale=fourier_scale,
+            fourier_dim=fourier_dim, fourier_scale=fourier_scale, source_fraction=source_fraction,
             distill="self" if teacher is None else "anchored" if anchored else "teacher",
         )  # fmt: skip
     except ValueError as err:
@@ -226,9 +236,6 @@ def train(
         raise typer.BadParameter("starts from a --teacher run's weights; give --teacher", param_hint="--warm-start")
     if anchored and teacher is None:
         raise typer.BadParameter("anchors the map on a --teacher run; give --teacher", param_hint="--anchored")
-    if warm_start and anchored:
-        problem = "an anchored map trains a correction, not a velocity: it cannot start from the teacher's weights"
-        raise typer.BadParameter(problem, param_hint="--warm-start")
     choice_option(angle_unit, ANGLE_UNITS, "--angle-unit")
     ds = _dataset_option(data, seed=seed, data_root=data_root, angle_unit=angle_unit)
     teacher_map, init = _teacher_option(teacher, ds.manifold, config, warm_start) if teacher else (None, None)
@@ -250,9 +257,10 @@ def train(
 
 
 def _teacher_option(run: Path, manifold: Manifold, config: Any, warm_start: bool) -> tuple[Any, Any]:
-    """(the flow map of the --teacher run, its weights when `warm_start` else None); a run on another manifold, or
-    weights that do not fit `config`'s architecture for --warm-start, reported against the option."""
-    from flowlab.core.gfm.train import flow_map_for
+    """(the flow map of the --teacher run, its weights when `warm_start` else None: for an anchored `config`, its
+    features with a zero output layer); a run on another manifold, or weights that do not fit `config`'s architecture
+    for --warm-start, reported against the option."""
+    from flowlab.core.gfm.train import flow_map_for, zero_head
 
     try:
         fm, _, teacher_data = _load_run(run)
@@ -263,9 +271,10 @@ def _teacher_option(run: Path, manifold: Manifold, config: Any, warm_start: bool
         raise typer.BadParameter(problem, param_hint="--teacher")
     if not warm_start:
         return fm, None
-    state = fm.state_dict()
+    anchored = config.distill == "anchored"
+    state = zero_head(fm.state_dict()) if anchored else fm.state_dict()
     try:
-        flow_map_for(manifold, config).load_state_dict(state)
+        flow_map_for(manifold, config, teacher=fm.diagonal_field if anchored else None).load_state_dict(state)
     except RuntimeError as err:
         detail = " ".join(str(err).split())[:200]
         problem = f"the --teacher run's weights do not fit this run's architecture (--hidden, --fourier-dim): {detail}"

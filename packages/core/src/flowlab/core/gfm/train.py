@@ -103,6 +103,15 @@ def scheduled_lr(config: GFMConfig, step: int) -> float:
     return config.lr_min + (config.lr - config.lr_min) * (1 + math.cos(math.pi * step / config.steps)) / 2
 
 
+def zero_head(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A copy of a `build_flow_map` model's state dict with its output layer (`net.mlp.out`) set to zero: the
+    hidden features of a trained velocity net, as the start of an `AnchoredFlowMap`'s correction (which is then 0)."""
+    head = [k for k in state if k.startswith("net.mlp.out.")]
+    if not head:
+        raise ValueError(f"state: expected a build_flow_map state dict with net.mlp.out, got keys {list(state)[:4]}")
+    return {k: torch.zeros_like(v) if k in head else v.clone() for k, v in state.items()}
+
+
 def flow_map_for(manifold: Manifold, config: GFMConfig, *, teacher: Any = None) -> ParametrisedFlowMap:
     """A freshly initialised flow map with `config`'s architecture (for training, or to load saved weights into);
     with config.distill = "anchored", an `AnchoredFlowMap` whose correction network has that architecture, on the

@@ -30,7 +30,7 @@ from flowlab.core.gfm.evaluate import (
 )
 from flowlab.core.gfm.objective import TEACHER_OBJECTIVES
 from flowlab.core.gfm.sample import sample
-from flowlab.core.gfm.train import GFMConfig, scheduled_lr, train_gfm
+from flowlab.core.gfm.train import GFMConfig, scheduled_lr, train_gfm, zero_head
 from flowlab.core.manifolds.base import Manifold
 
 NFES = (1, 2, 4, 8, 100)
@@ -104,15 +104,6 @@ def data_floor(train, reference, manifold, bandwidth, *, n: int, seed: int, draw
         sum(geodesic_mmd(train[i.to(train.device)], reference, manifold=manifold, bandwidth=bandwidth) for i in picks)
         / draws
     )
-
-
-def zero_head(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """A copy of a `build_flow_map` model's state dict with its output layer (`net.mlp.out`) set to zero: the
-    hidden features of a trained velocity net, as the start of an `AnchoredFlowMap`'s correction (which is then 0)."""
-    head = [k for k in state if k.startswith("net.mlp.out.")]
-    if not head:
-        raise ValueError(f"state: expected a build_flow_map state dict with net.mlp.out, got keys {list(state)[:4]}")
-    return {k: torch.zeros_like(v) if k in head else v.clone() for k, v in state.items()}
 
 
 def evaluate_case(
