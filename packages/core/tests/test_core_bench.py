@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import matplotlib
 import numpy as np
@@ -75,3 +79,37 @@ def test_peak_memory_counts_the_live_tensors_of_a_call():
 
     assert 12 * mib <= peak_memory(two_live, "cpu") < 13 * mib
     assert 8 * mib <= peak_memory(one_at_a_time, "cpu") < 9 * mib
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"  # a zombie has exited; only its parent's reaping is left
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads process states from /proc (Linux)")
+def test_spawn_pool_workers_exit_when_their_parent_is_killed():
+    """A runner killed by SIGKILL (no cleanup runs) must not leave its spawned workers computing: a worker busy
+    in a two-minute task exits within seconds of its parent's death."""
+    script = (
+        "import os, sys, time\n"
+        "from flowlab.core.processes import spawn_pool\n"
+        "pool = spawn_pool(1)\n"
+        "print(pool.submit(os.getpid).result(), flush=True)\n"
+        "pool.submit(time.sleep, 120)\n"
+        "time.sleep(120)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        worker = int(parent.stdout.readline())
+        time.sleep(0.5)  # the worker is in its long task now
+        assert _alive(worker)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 15
+    while _alive(worker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(worker), f"worker {worker} outlived its killed parent"

@@ -6,7 +6,6 @@ runner discovers, runs and reports them. Names are `<pkg>.<method>.<case>`.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
 import zlib
@@ -21,6 +20,7 @@ import torch
 
 from flowlab.core.artifacts import Artifact
 from flowlab.core.config import Config
+from flowlab.core.processes import spawn_pool
 
 __all__ = [
     "INFRASTRUCTURE",
@@ -274,7 +274,7 @@ def worker_pool(workers: int) -> Iterator[ProcessPoolExecutor | None]:
     if n == 1:
         yield None
         return
-    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with spawn_pool(n) as pool:
         yield pool
 
 
@@ -295,7 +295,7 @@ def parallel_map(
             return [fn(*args) for args in jobs]
     if pool is not None:
         return list(pool.map(fn, *zip(*jobs, strict=True)))
-    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) as fresh:
+    with spawn_pool(n) as fresh:
         return list(fresh.map(fn, *zip(*jobs, strict=True)))
 
 
@@ -354,7 +354,7 @@ def parallel_jobs(jobs: Mapping[str, Job], *, workers: int, pool: ProcessPoolExe
                 waiting.remove(name)
                 done[name] = jobs[name].fn(*jobs[name].call_args(done))
         return {name: done[name] for name in jobs}
-    spawned = ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("spawn")) if pool is None else None
+    spawned = spawn_pool(n) if pool is None else None
     with nullcontext(pool) if spawned is None else spawned as executor:
         running: dict[Future, str] = {}
         while waiting or running:

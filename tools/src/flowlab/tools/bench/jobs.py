@@ -7,15 +7,16 @@ gives each worker `cores // N` threads; one process keeps torch's default).
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from flowlab.core.processes import spawn_pool
 
 __all__ = ["Case", "available_cores", "default_jobs", "run_cases"]
 
@@ -77,11 +78,11 @@ def _run_case(case: Case) -> dict[str, Any]:
 def run_cases(
     cases: Iterable[Case], *, jobs: int, on_start: Callable[[Case], None] | None = None
 ) -> Iterator[tuple[Case, dict[str, Any]]]:
-    """Yield (case, record as JSON) as the cases finish, in `jobs` spawned workers of cores // jobs threads each."""
+    """Yield (case, record as JSON) as the cases finish, in `jobs` spawned workers of cores // jobs threads each
+    (`spawn_pool`: a runner killed by a signal takes its workers with it)."""
     cases = list(cases)
     threads = max(1, available_cores() // jobs)
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(jobs, mp_context=context, initializer=_init_worker, initargs=(threads,)) as pool:
+    with spawn_pool(jobs, initializer=_init_worker, initargs=(threads,)) as pool:
         pending: dict[Future, Case] = {}
         queue = iter(cases)
         for case in queue:
