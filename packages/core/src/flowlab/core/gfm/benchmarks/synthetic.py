@@ -135,8 +135,8 @@ TORUS7 = Scenario(
     tags=frozenset({"manifold", "flow-map", "few-step"}),
     description="G-LSD (finite-difference time derivative) vs RFM on a 4-mode wrapped-normal mixture on T⁷ within "
     "10 CPU minutes a seed: MMD by NFE, KL, each objective's step cost against RFM's.",
-    # quick: 3262-3270 s a seed with three seeds sharing 2 cores of a machine whose RFM step is 6.8x slower than
-    # the one the 10-minute budget was set on, about 480 s there (estimate, RESULTS.md); full: the torus full's T⁷ share
+    # quick: seed 0 alone took 1915 s on a 2-core machine whose RFM step is 4.0x the one the 10-minute budget was
+    # set on, so about 480 s there (an estimate, RESULTS.md); full: the torus full's T⁷ share
     expected_seconds={"smoke": 5, "quick": 480, "full": 5000},
     claim=Claim("G-LSD's 1-NFE MMD at most 1/5 of RFM's (T⁷)", "T7/mmd_nfe1", "<=", 0.2, baseline="RFM"),
 )
