@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,9 +16,11 @@ from flowlab.core.artifacts import Artifact
 from flowlab.core.bench import BenchResult, Claim, Scenario, require_file
 from flowlab.core.config import Config
 from flowlab.tools.bench.case import ratios
+from flowlab.tools.bench.command import _makespan
 from flowlab.tools.bench.discovery import SelectionError, discover, select
+from flowlab.tools.bench.jobs import available_cores
 from flowlab.tools.bench.report import write_report
-from flowlab.tools.bench.runner import run_all
+from flowlab.tools.bench.runner import build_artifacts, run_all
 
 
 @dataclass(frozen=True)
@@ -184,6 +189,46 @@ def test_artifacts_are_built_once_per_run_on_their_own_row_and_reused_next_run(t
     assert (tmp_path / "cache/artifacts/builds.log").read_text() == "built\n"
     text = write_report([r.to_json() for r in second], tmp_path).read_text()
     assert "## Artifacts: 0 built, 1 reused from the cache" in text
+
+
+_WHERE = """
+import json, os, time
+from dataclasses import dataclass
+import torch
+from flowlab.core.config import Config
+
+@dataclass(frozen=True)
+class Where(Config):
+    n: int = 1
+
+def build(cfg, folder):
+    time.sleep(1.0)  # long enough that both builds overlap when they run side by side
+    (folder / "where.json").write_text(json.dumps({"pid": os.getpid(), "threads": torch.get_num_threads()}))
+"""
+
+
+@pytest.mark.skipif(available_cores() < 2, reason="side-by-side builds need two cores")
+def test_missing_artifacts_build_side_by_side_one_thread_each_and_are_reused(tmp_path, monkeypatch):
+    (tmp_path / "where_builder.py").write_text(_WHERE)  # a module the spawned workers can import too
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("FLOWLAB_CACHE", str(tmp_path / "cache"))
+    where = importlib.import_module("where_builder")
+    arts = [Artifact(f"core.tiny_{k}", build=where.build, config=where.Where(n=n), expected_seconds=n)
+            for k, n in (("short", 1), ("long", 2))]  # fmt: skip
+    started = []
+    rows = list(build_artifacts(arts, on_start=lambda name, seed: started.append((name, seed))))
+    assert started == [("core.tiny_long", -1), ("core.tiny_short", -1)]  # the longest first
+    assert sorted((r.name, r.status, r.message) for r in rows) == [
+        ("core.tiny_long", "ok", "built"), ("core.tiny_short", "ok", "built")]  # fmt: skip
+    seen = [json.loads((Path(r.config["path"]) / "where.json").read_text()) for r in rows]
+    assert {w["threads"] for w in seen} == {1}
+    assert len({w["pid"] for w in seen} | {os.getpid()}) == 3  # two worker processes, not this one
+    assert [r.message for r in build_artifacts(arts)] == ["cached", "cached"]
+
+
+def test_the_plan_estimates_builds_started_longest_first_on_the_first_free_worker():
+    assert _makespan([1.0, 2.0, 2.0, 3.0], 2) == 4.0
+    assert _makespan([5.0, 1.0], 1) == 6.0 and _makespan([5.0, 1.0], 4) == 5.0
 
 
 def _claimed(ctx):

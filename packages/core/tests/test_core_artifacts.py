@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from flowlab.core.artifacts import (
+    BUILD_THREADS,
     Artifact,
     CorruptArtifactWarning,
     clear,
@@ -81,6 +82,27 @@ def test_the_key_covers_config_version_inputs_and_builder(tmp_path):
     assert base.key() not in keys
     with pytest.raises(FileNotFoundError, match=r"^inputs: artifact core.test_noise needs"):
         Artifact("core.test_noise", build=build_noise, config=Noise(), inputs=(tmp_path / "absent",)).key()
+
+
+def build_threads(cfg: Noise, folder: Path) -> None:
+    """Writes the intra-op thread count the build ran on, and a float sum whose rounding could depend on it."""
+    x = torch.randn(1 << 16, generator=torch.Generator().manual_seed(cfg.seed))
+    torch.save({"threads": torch.get_num_threads(), "sum": x.sum()}, folder / "x.pt")
+
+
+def test_every_build_runs_on_one_thread_and_the_caller_keeps_its_own(tmp_path):
+    """A build's bytes must not depend on the caller's thread count (the key does not carry the caller's)."""
+    before = torch.get_num_threads()
+    try:
+        for n, root in ((2, tmp_path / "a"), (1, tmp_path / "b")):
+            torch.set_num_threads(n)
+            entry = ensure(Artifact("core.test_threads", build=build_threads, config=Noise()), root=root)
+            assert torch.load(entry.path / "x.pt", weights_only=True)["threads"] == BUILD_THREADS == 1
+            assert torch.get_num_threads() == n and entry.manifest["threads"] == 1
+        a, b = (next((tmp_path / r).rglob("x.pt")).read_bytes() for r in ("a", "b"))
+        assert a == b
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_a_flipped_byte_is_rebuilt_with_a_warning_not_used(tmp_path):

@@ -7,11 +7,15 @@ and kept in a content-addressed cache under `$FLOWLAB_CACHE` (default `~/.cache/
 
 `build(config, folder)` writes the artifact's files into an empty folder. The cache key is the SHA-256 of the name,
 the builder (module and qualified name), the config (`to_dict()`), the SHA-256 of every input file, the format
-`version` and the torch version: change any of them and the artifact is built anew beside the old entry. A build
-writes into a temporary folder and renames it into place with its manifest (build time and seconds, versions,
-config, seed, every file's SHA-256), so a reader sees a whole entry or none. Every load checks the files against the
-manifest: a corrupt entry is moved aside with a warning and built again. A lock file serialises builds of one key, so
-two processes asking for the same artifact build it once (the second waits, then reuses it). POSIX only (fcntl).
+`version`, the torch version and the build's thread count: change any of them and the artifact is built anew beside
+the old entry. Every build runs on `BUILD_THREADS` (one) intra-op torch thread, wherever it runs: a CPU build's
+floating-point sums depend on how torch splits them over threads, so a fixed count makes an entry's bytes a function
+of its key (on one kind of CPU), not of the core count of the machine or process that happened to build it first, and
+lets the runner build several artifacts side by side, one per core. A build writes into a temporary folder and renames
+it into place with its manifest (build time and seconds, versions, config, seed, every file's SHA-256), so a reader
+sees a whole entry or none. Every load checks the files against the manifest: a corrupt entry is moved aside with a
+warning and built again. A lock file serialises builds of one key, so two processes asking for the same artifact build
+it once (the second waits, then reuses it). POSIX only (fcntl).
 """
 
 from __future__ import annotations
@@ -37,8 +41,10 @@ from typing import Any
 import torch
 
 from flowlab.core.config import Config
+from flowlab.core.threads import torch_threads
 
 __all__ = [
+    "BUILD_THREADS",
     "Artifact",
     "CacheEntry",
     "CorruptArtifactWarning",
@@ -53,6 +59,8 @@ __all__ = [
 
 ENV_VAR = "FLOWLAB_CACHE"
 MANIFEST = "manifest.json"
+#: the intra-op torch threads of every build (see the module docstring)
+BUILD_THREADS = 1
 _NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")
 
 
@@ -124,6 +132,7 @@ class Artifact:
             "inputs": {Path(p).name: sha256_file(p) for p in self.inputs},
             "version": self.version,
             "torch": torch.__version__,
+            "threads": BUILD_THREADS,
         }
 
 
@@ -198,7 +207,8 @@ def _build(artifact: Artifact, folder: Path) -> CacheEntry:
     tmp = Path(tempfile.mkdtemp(prefix=f"{folder.name}.tmp-", dir=folder.parent))
     try:
         start = time.perf_counter()
-        artifact.build(artifact.config, tmp)
+        with torch_threads(BUILD_THREADS):
+            artifact.build(artifact.config, tmp)
         seconds = time.perf_counter() - start
         files = {str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
         if not files:

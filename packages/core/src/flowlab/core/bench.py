@@ -21,6 +21,7 @@ import torch
 from flowlab.core.artifacts import Artifact
 from flowlab.core.config import Config
 from flowlab.core.processes import spawn_pool
+from flowlab.core.threads import torch_threads
 
 __all__ = [
     "INFRASTRUCTURE",
@@ -244,20 +245,6 @@ def peak_memory(fn: Callable[[], object], device: torch.device | str) -> int:
         current += e.self_cpu_memory_usage
         peak = max(peak, current)
     return int(peak)
-
-
-@contextmanager
-def torch_threads(n: int | None) -> Iterator[None]:
-    """Run the block with `n` intra-op torch threads (None: unchanged) and restore the setting afterwards.
-
-    Small networks on a shared CPU train fastest, and are disturbed least by other load, on one thread."""
-    before = torch.get_num_threads()
-    if n:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _cores() -> int:

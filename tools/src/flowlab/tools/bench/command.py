@@ -69,23 +69,33 @@ def print_list(scenarios: list[Scenario], *, verbose: bool) -> None:
     console.print("suites: d default, s smoke, q quick, f full", highlight=False)
 
 
-def print_plan(scenarios: list[Scenario], *, suite: str, seeds: list[int], jobs: int, device: torch.device) -> float:
-    """What will run, how long each is expected to take, which artifacts are cached and which will be built; returns
-    the expected wall seconds."""
+def _makespan(seconds: list[float], workers: int) -> float:
+    """The wall time of jobs of these lengths started longest first, each on the first free of `workers`."""
+    loads = [0.0] * workers
+    for s in sorted(seconds, reverse=True):
+        loads[loads.index(min(loads))] += s
+    return max(loads)
+
+
+def print_plan(
+    scenarios: list[Scenario], *, suite: str, seeds: list[int], jobs: int, device: torch.device
+) -> tuple[float, int]:
+    """What will run, how long each is expected to take, which artifacts are cached and which will be built (side by
+    side, one per core); returns the expected wall seconds and how many artifacts build at a time."""
     import torch
 
     from flowlab.core.artifacts import is_cached
     from flowlab.core.bench import SUITES
-    from flowlab.tools.bench.jobs import available_cores
+    from flowlab.tools.bench.jobs import available_cores, build_workers
     from flowlab.tools.bench.runner import required_artifacts
 
     variant = SUITES[suite]
     artifacts = required_artifacts(scenarios, variant, device)
     table = Table("", "name", "", "expected", title=f"plan: suite {suite} ({variant} variants)", title_justify="left")
-    build = 0.0
+    to_build: list[float] = []
     for a in artifacts:
         cached = is_cached(a)
-        build += 0.0 if cached else a.expected_seconds
+        to_build += [] if cached else [a.expected_seconds]
         table.add_row("artifact", a.name, "cached" if cached else "[yellow]build[/yellow]",
                       "–" if cached else _minutes(a.expected_seconds))  # fmt: skip
     run = 0.0
@@ -94,14 +104,17 @@ def print_plan(scenarios: list[Scenario], *, suite: str, seeds: list[int], jobs:
         table.add_row("scenario", s.name, f"seeds {seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}",
                       _minutes(s.expected(variant) * len(seeds)))  # fmt: skip
     console.print(table)
+    workers = build_workers(len(to_build))
+    build = _makespan(to_build, workers) if to_build else 0.0
     total = build + run / jobs
     console.print(
         f"{len(scenarios)} scenario(s) x {len(seeds)} seed(s) on {device}, {jobs} job(s) of "
         f"{torch.get_num_threads() if jobs == 1 else max(1, available_cores() // jobs)} thread(s): about "
-        f"{_minutes(total)}" + (f" ({_minutes(build)} of it building artifacts)" if build else ""),
+        f"{_minutes(total)}"
+        + (f" ({_minutes(build)} of it building {len(to_build)} artifact(s), {workers} at a time)" if build else ""),
         highlight=False,
     )
-    return total
+    return total, workers
 
 
 def _headline(rec: Record) -> str:
@@ -119,10 +132,10 @@ class _Progress:
     """The live table: finished rows, what is running, and an ETA from the expected times scaled by how fast the
     finished cases ran against theirs."""
 
-    def __init__(self, total_expected: float, jobs: int) -> None:
+    def __init__(self, total_expected: float, jobs: int, builders: int) -> None:
         self.records: list[Record] = []
         self.running: dict[tuple[str, int], float] = {}
-        self.remaining, self.jobs = total_expected, jobs
+        self.remaining, self.jobs, self.builders = total_expected, jobs, builders
         self.spent = self.expected_done = 0.0
         self.start = time.perf_counter()
 
@@ -146,7 +159,7 @@ class _Progress:
         self.running.pop((rec.name, -1 if rec.kind == "artifact" else rec.seed), None)
         self.records.append(rec)
         expected = rec.expected_seconds if (rec.kind != "artifact" or rec.message.startswith("built")) else 0.0
-        share = expected / (1 if rec.kind == "artifact" else self.jobs)
+        share = expected / (self.builders if rec.kind == "artifact" else self.jobs)
         self.remaining = max(0.0, self.remaining - share)
         if expected > 0 and rec.status == "ok":
             self.spent += rec.wall_seconds
@@ -184,7 +197,7 @@ def bench(
     from flowlab.tools.bench.discovery import SelectionError, check_suite, discover, select
     from flowlab.tools.bench.jobs import default_jobs
     from flowlab.tools.bench.report import write_report
-    from flowlab.tools.bench.runner import build_artifact, required_artifacts, run_all
+    from flowlab.tools.bench.runner import build_artifacts, required_artifacts, run_all
     from flowlab.tools.versions import git_commit, library_versions, member_versions
 
     try:
@@ -215,20 +228,19 @@ def bench(
         fail(f"no scenario has a {SUITES[suite]!r} variant in suite {suite!r}")
     torch_device = _device(device)
     seed_list = list(range(first_seed, first_seed + seeds))
-    total = print_plan(scenarios, suite=suite, seeds=seed_list, jobs=jobs, device=torch_device)
+    total, builders = print_plan(scenarios, suite=suite, seeds=seed_list, jobs=jobs, device=torch_device)
     if dry_run:
         return
     versions = {**member_versions(), **library_versions()}
     if prewarm:
         failed = False
-        for artifact in required_artifacts(scenarios, SUITES[suite], torch_device):
-            rec = build_artifact(artifact, versions=versions)
+        for rec in build_artifacts(required_artifacts(scenarios, SUITES[suite], torch_device), versions=versions):
             console.print(f"{rec.name}: {rec.status} {rec.message} ({rec.wall_seconds:.1f} s)", highlight=False)
             failed |= rec.status == "error"
         raise typer.Exit(1 if failed else 0)
     out_dir = out or Path("results") / datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir.mkdir(parents=True, exist_ok=True)
-    progress = _Progress(total, jobs)
+    progress = _Progress(total, jobs, builders)
     with (out_dir / "results.jsonl").open("w") as jsonl, Live(progress.render(), console=console,
                                                                 refresh_per_second=2) as live:  # fmt: skip
 

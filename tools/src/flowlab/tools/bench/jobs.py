@@ -1,8 +1,10 @@
-"""Running (scenario, seed) cases in worker processes: `--jobs N`, each worker with its share of the CPU threads.
+"""Work in worker processes: the (scenario, seed) cases of `--jobs N`, each worker with its share of the CPU threads,
+and the artifact builds, one per core.
 
 A case runs the same code in a worker as in the runner's own process (`run_one` with a seeded generator), so its
 seeded metrics do not depend on which process runs it, provided the scenario fixes its own thread count (the runner
-gives each worker `cores // N` threads; one process keeps torch's default).
+gives each worker `cores // N` threads; one process keeps torch's default). An artifact build always runs on one
+thread (`flowlab.core.artifacts.BUILD_THREADS`), so its bytes do not depend on where it ran either.
 """
 
 from __future__ import annotations
@@ -12,13 +14,16 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
+from flowlab.core.artifacts import Artifact
 from flowlab.core.processes import spawn_pool
 
-__all__ = ["Case", "available_cores", "default_jobs", "run_cases"]
+__all__ = ["Build", "Case", "available_cores", "build_workers", "default_jobs", "run_builds", "run_cases"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -44,6 +49,21 @@ def default_jobs(cores: int | None = None) -> int:
     """1 on a machine of up to 2 cores, else cores // 2 (a worker per pair of cores)."""
     cores = available_cores() if cores is None else cores
     return 1 if cores <= 2 else cores // 2
+
+
+@dataclass(frozen=True)
+class Build:
+    """One artifact to ensure in the cache, with the library versions its row records."""
+
+    artifact: Artifact
+    versions: dict[str, str]
+
+
+def build_workers(missing: int, cores: int | None = None) -> int:
+    """Processes that build `missing` artifacts side by side: one per core (a build runs on one thread), at most one
+    per artifact."""
+    cores = available_cores() if cores is None else cores
+    return max(1, min(cores, missing))
 
 
 _SCENARIOS: dict[str, Any] = {}
@@ -75,29 +95,56 @@ def _run_case(case: Case) -> dict[str, Any]:
     return record.to_json()
 
 
-def run_cases(
-    cases: Iterable[Case], *, jobs: int, on_start: Callable[[Case], None] | None = None
-) -> Iterator[tuple[Case, dict[str, Any]]]:
-    """Yield (case, record as JSON) as the cases finish, in `jobs` spawned workers of cores // jobs threads each
-    (`spawn_pool`: a runner killed by a signal takes its workers with it)."""
-    cases = list(cases)
-    threads = max(1, available_cores() // jobs)
-    with spawn_pool(jobs, initializer=_init_worker, initargs=(threads,)) as pool:
-        pending: dict[Future, Case] = {}
-        queue = iter(cases)
-        for case in queue:
+def _build(build: Build) -> dict[str, Any]:
+    from flowlab.tools.bench.runner import build_artifact
+
+    return build_artifact(build.artifact, versions=build.versions).to_json()
+
+
+def _in_workers(
+    items: Iterable[T],
+    fn: Callable[[T], dict[str, Any]],
+    *,
+    workers: int,
+    threads: int,
+    on_start: Callable[[T], None] | None,
+) -> Iterator[tuple[T, dict[str, Any]]]:
+    """Yield (item, fn(item)) as they finish, in `workers` spawned processes of `threads` torch threads each, the
+    items started in the given order (`spawn_pool`: a runner killed by a signal takes its workers with it)."""
+    with spawn_pool(workers, initializer=_init_worker, initargs=(threads,)) as pool:
+        pending: dict[Future, T] = {}
+        queue = iter(items)
+
+        def submit(item: T) -> None:
             if on_start is not None:
-                on_start(case)
-            pending[pool.submit(_run_case, case)] = case
-            if len(pending) >= jobs:
+                on_start(item)
+            pending[pool.submit(fn, item)] = item
+
+        for item in queue:
+            submit(item)
+            if len(pending) >= workers:
                 break
         while pending:
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
-                case = pending.pop(future)
-                yield case, future.result()
+                item = pending.pop(future)
+                yield item, future.result()
                 nxt = next(queue, None)
                 if nxt is not None:
-                    if on_start is not None:
-                        on_start(nxt)
-                    pending[pool.submit(_run_case, nxt)] = nxt
+                    submit(nxt)
+
+
+def run_cases(
+    cases: Iterable[Case], *, jobs: int, on_start: Callable[[Case], None] | None = None
+) -> Iterator[tuple[Case, dict[str, Any]]]:
+    """Yield (case, record as JSON) as the cases finish, in `jobs` spawned workers of cores // jobs threads each."""
+    yield from _in_workers(cases, _run_case, workers=jobs, threads=max(1, available_cores() // jobs),
+                           on_start=on_start)  # fmt: skip
+
+
+def run_builds(
+    builds: Iterable[Build], *, workers: int, on_start: Callable[[Build], None] | None = None
+) -> Iterator[tuple[Build, dict[str, Any]]]:
+    """Yield (build, its row as JSON) as the builds finish, in `workers` spawned processes, started in the given
+    order (the runner gives the longest first)."""
+    yield from _in_workers(builds, _build, workers=workers, threads=1, on_start=on_start)

@@ -1,19 +1,19 @@
-"""Run scenarios seed by seed, in this process or in `--jobs` workers, after building the artifacts they need once;
-record metrics, baselines, the claim's verdict, wall time and peak memory."""
+"""Run scenarios seed by seed, in this process or in `--jobs` workers, after building the artifacts they need once
+(side by side, one per core); record metrics, baselines, the claim's verdict, wall time and peak memory."""
 
 from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import torch
 
-from flowlab.core.artifacts import Artifact, CorruptArtifactWarning, ensure
+from flowlab.core.artifacts import Artifact, CorruptArtifactWarning, ensure, is_cached
 from flowlab.core.bench import DataMissing, Scenario, warm_up_torch
 from flowlab.tools.bench.case import Record, run_one
-from flowlab.tools.bench.jobs import Case, run_cases
+from flowlab.tools.bench.jobs import Build, Case, build_workers, run_builds, run_cases
 
 
 def required_artifacts(scenarios: Sequence[Scenario], variant: str, device: torch.device) -> list[Artifact]:
@@ -58,6 +58,31 @@ def build_artifact(artifact: Artifact, *, versions: Mapping[str, str] | None = N
     return record
 
 
+def build_artifacts(
+    artifacts: Sequence[Artifact],
+    *,
+    versions: Mapping[str, str] | None = None,
+    on_start: Callable[[str, int], None] | None = None,
+) -> Iterator[Record]:
+    """Every artifact's row (`build_artifact`), as each is ready: the cached ones checked here, then the missing
+    ones built longest first, side by side in `build_workers` processes when there are several cores and several
+    to build. A build's bytes do not depend on where it ran (it runs on one thread). `on_start(name, -1)` fires as
+    each starts."""
+    versions = dict(versions or {})
+    missing = sorted((a for a in artifacts if not is_cached(a)), key=lambda a: -a.expected_seconds)
+    cached = [a for a in artifacts if a not in missing]
+    workers = build_workers(len(missing))
+    for artifact in cached + (missing if workers == 1 else []):
+        if on_start is not None:
+            on_start(artifact.name, -1)
+        yield build_artifact(artifact, versions=versions)
+    if workers > 1:
+        starting = None if on_start is None else (lambda build: on_start(build.artifact.name, -1))
+        builds = [Build(a, versions) for a in missing]
+        for _, row in run_builds(builds, workers=workers, on_start=starting):
+            yield Record(**row)
+
+
 def run_all(
     scenarios: Sequence[Scenario],
     *,
@@ -72,9 +97,9 @@ def run_all(
     on_start: Callable[[str, int], None] | None = None,
     on_record: Callable[[Record], None] | None = None,
 ) -> list[Record]:
-    """Build the artifacts the scenarios need (a row each), then run every (scenario, seed): in this process for
-    `jobs` 1, else in `jobs` spawned workers (see `jobs.run_cases`). `on_start(name, seed)` fires as a case starts
-    (seed -1 for an artifact), `on_record` as each row is ready; rows come in completion order."""
+    """Build the artifacts the scenarios need (a row each, `build_artifacts`), then run every (scenario, seed): in
+    this process for `jobs` 1, else in `jobs` spawned workers (see `jobs.run_cases`). `on_start(name, seed)` fires as
+    a case starts (seed -1 for an artifact), `on_record` as each row is ready; rows come in completion order."""
     records: list[Record] = []
 
     def emit(rec: Record) -> None:
@@ -83,10 +108,8 @@ def run_all(
             on_record(rec)
 
     warm_up_torch()
-    for artifact in required_artifacts(scenarios, variant, device):
-        if on_start is not None:
-            on_start(artifact.name, -1)
-        emit(build_artifact(artifact, versions=versions))
+    for row in build_artifacts(required_artifacts(scenarios, variant, device), versions=versions, on_start=on_start):
+        emit(row)
     if jobs > 1:
         cases = [
             Case(s.name, seed, variant, str(device), str(out_dir), None if data_root is None else str(data_root),

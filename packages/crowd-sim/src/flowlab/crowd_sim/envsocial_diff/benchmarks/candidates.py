@@ -70,13 +70,12 @@ class FramesBuild(Config):
 
 def _build_frames(build: FramesBuild, folder: Path) -> None:
     """The teacher-forcing frames of the training windows (every branch's features; the denoiser masks what a
-    configuration turns off), computed on the CPU with one thread as a worker would, saved as frames.pt."""
-    with torch_threads(1):
-        scene = _scene(build.scene, build.data_root, build.window_frames)
-        windows = [scene.windows[n] for n in SPLITS[scene.name]["train"]]
-        probe = EnvSocialDiff(scene_config(build.model, "full", scene))
-        calibrate(probe, windows)
-        torch.save(pack_frames(training_frames(probe, scene, windows, stride=build.frame_stride)), folder / "frames.pt")
+    configuration turns off), computed on the CPU (on one thread, as every artifact build is), saved as frames.pt."""
+    scene = _scene(build.scene, build.data_root, build.window_frames)
+    windows = [scene.windows[n] for n in SPLITS[scene.name]["train"]]
+    probe = EnvSocialDiff(scene_config(build.model, "full", scene))
+    calibrate(probe, windows)
+    torch.save(pack_frames(training_frames(probe, scene, windows, stride=build.frame_stride)), folder / "frames.pt")
 
 
 def frames_artifact(cfg: EnvSocialBench, scene_name: str, data_root: Path | str) -> Artifact:
