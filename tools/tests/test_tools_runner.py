@@ -187,8 +187,9 @@ def test_artifacts_are_built_once_per_run_on_their_own_row_and_reused_next_run(t
     second = run_all(needs, seeds=[0], variant="quick", device=torch.device("cpu"), out_dir=tmp_path, data_root=None)
     assert [r.message for r in second if r.kind == "artifact"] == ["cached"]
     assert (tmp_path / "cache/artifacts/builds.log").read_text() == "built\n"
-    text = write_report([r.to_json() for r in second], tmp_path).read_text()
+    text = write_report([r.to_json() for r in second], tmp_path, elapsed=12.4).read_text()
     assert "## Artifacts: 0 built, 1 reused from the cache" in text
+    assert "- wall time: 12 s elapsed; " in text
 
 
 _WHERE = """

@@ -267,7 +267,8 @@ def bench(
             on_start=on_start,
             on_record=on_record,
         )
-    report = write_report([r.to_json() for r in records], out_dir, suite=suite)
+    elapsed = time.perf_counter() - progress.start
+    report = write_report([r.to_json() for r in records], out_dir, suite=suite, elapsed=elapsed)
     console.print(f"wrote {out_dir / 'results.jsonl'}, {report}, {report.with_suffix('.html')}", highlight=False)
     errors = [r for r in records if r.status == "error"]
     for rec in errors:

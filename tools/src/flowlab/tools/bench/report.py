@@ -185,9 +185,15 @@ def _package_order(package: str) -> int:
 
 
 def write_report(
-    records: list[dict[str, Any]], folder: Path, *, suite: str | None = None, title: str = "FlowLab benchmark report"
+    records: list[dict[str, Any]],
+    folder: Path,
+    *,
+    suite: str | None = None,
+    title: str = "FlowLab benchmark report",
+    elapsed: float | None = None,
 ) -> Path:
-    """Write report.md, report.html and plots/<scenario>.png into `folder`; return the report.md path."""
+    """Write report.md, report.html and plots/<scenario>.png into `folder`; return the report.md path. `elapsed`: the
+    run's wall-clock seconds from plan to last row (artifacts build side by side, so it is less than the sum)."""
     folder = Path(folder)
     builds = [r for r in records if r.get("kind") == "artifact"]
     records = [r for r in records if r.get("kind", "scenario") == "scenario"]
@@ -200,8 +206,9 @@ def write_report(
             f"git: `{first.get('git_commit')}`",
             f"- scenarios: {len(by_name)}; records: {len(records)}; "
             + ", ".join(f"{s}: {sum(r['status'] == s for r in records)}" for s in ("ok", "skipped", "error")),
-            f"- wall time: {sum(r['wall_seconds'] for r in records) + sum(r['wall_seconds'] for r in builds):.0f} s "
-            f"(scenarios and artifact builds summed)",
+            f"- wall time: {'' if elapsed is None else f'{elapsed:.0f} s elapsed; '}"
+            f"{sum(r['wall_seconds'] for r in records) + sum(r['wall_seconds'] for r in builds):.0f} s of scenarios "
+            "and artifact builds summed",
             "",
         ]
     lines += _headline_rows(by_name)

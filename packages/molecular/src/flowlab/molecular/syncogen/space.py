@@ -231,7 +231,8 @@ def _build(config: _Build, out: Path) -> None:
 def space_artifact(config: SpaceConfig, vocab_folder: str | Path) -> Artifact:
     """The cached artifact "mol.syncogen_space" of `config` over the vocabulary in `vocab_folder`."""
     folder = Path(vocab_folder).resolve()
-    seconds = 0.06 * config.n_molecules * config.n_conformers * config.max_blocks / min(config.workers, 2)
+    # measured: the quick space in 54 s in a cold `flowlab bench`, another build beside it
+    seconds = 0.02 * config.n_molecules * config.n_conformers * config.max_blocks / min(config.workers, 2)
     return Artifact("mol.syncogen_space", _build, _Build(config, str(folder)),
                     inputs=tuple(folder / f for f in FILES), expected_seconds=seconds,
                     description="mini SynSpace: assembled products with ETKDG + MMFF conformers")  # fmt: skip

@@ -32,9 +32,10 @@ __all__ = [
 
 #: the denoiser backbones `train_digits_denoiser` builds: a diffusers UNet, the core DiT, the core UNet2d
 ARCHS = ("unet", "dit", "core_unet")
-#: seconds per training step of the 16x16 UNet with 32 base channels, batch 128, on the 2-core CPU machine
-#: (measured: 1500 steps in 549 s, cold `flowlab bench`)
-_STEP_SECONDS = 0.37
+#: seconds per training step of the 16x16 UNet with 32 base channels, batch 128, on one thread of the 2-core CPU
+#: machine, as every artifact builds (measured: 1500 steps in 816 s in a cold `flowlab bench`, another build beside
+#: it; 549 s on two threads)
+_STEP_SECONDS = 0.54
 
 
 @dataclass(frozen=True)
