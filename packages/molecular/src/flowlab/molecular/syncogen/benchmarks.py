@@ -143,7 +143,7 @@ SYNSPACE = Scenario(
     "synthesis graph, and no-compatibility / no-self-conditioning / no-distance-loss ablations; validity, "
     "synthesizability, uniqueness, novelty, median MMFF strain, PoseBusters-style checks.",
     # quick: 110 s measured on a nearly idle 2-core CPU with the space cached (RESULTS.md)
-    expected_seconds={"smoke": 15, "quick": 130, "full": 4 * 3600},
+    expected_seconds={"smoke": 15, "quick": 125, "full": 4 * 3600},  # quick: 117-141 s measured (2026-12-06)
     headline=True,
     claim=Claim(
         "SynCoGen's graphs are synthesizable by construction: >= 0.95 of all generated graphs",

@@ -190,7 +190,7 @@ EXACTNESS = Scenario(
     "beside closed forms; planted-head vote; FLOPs saved; modelled 8-rank speed-up; tiny video DiT on moving digits: "
     "vote agreement, attention and sample error at 75/90/95 % sparsity.",
     # quick: 38.6 s measured on a clean clone, idle 2-core CPU (RESULTS.md)
-    expected_seconds={"smoke": 15, "quick": 50, "full": 1800},
+    expected_seconds={"smoke": 15, "quick": 30, "full": 1800},  # quick: 26-32 s measured (2026-12-06)
     headline=True,
     claim=Claim(
         "DSA sends fewer bytes per layer than USP (2x2) at 4 ranks, exact to single-device sparse attention",

@@ -149,7 +149,7 @@ DIGITS = Scenario(
     description="8x8 digits, rectified flow: ProMoE vs dense DiT, token-choice and expert-choice MoE at equal "
     "activated parameters, and ProMoE without RCL, without conditional routing, with softmax / sigmoid gates; "
     "digits-FD and accuracy at CFG 1.0 / 1.5, expert-class NMI, subset JS divergence, expert subspace similarity.",
-    expected_seconds={"smoke": 10, "quick": 90, "full": 5400},  # quick: 82 s measured (2 workers; 163-223 s on one)
+    expected_seconds={"smoke": 10, "quick": 90, "full": 5400},  # quick: 82-90 s measured (2 workers; 163-223 s on one)
     headline=True,
     claim=Claim(
         "ProMoE's expert-class NMI above token-choice MoE's (explicit routing guidance specialises experts)",

@@ -195,7 +195,7 @@ SPREAD = Scenario(
     directions=_DIRECTIONS,
     description="Offline MPE simple_spread (expert, medium, random data): normalised team return of MAC-Flow, its "
     "joint flow and the baselines; ms per joint action and network calls (1, 10, 50).",
-    expected_seconds={"smoke": 10, "quick": 160, "full": 5400},  # quick: 152-161 s measured; full: a guess
+    expected_seconds={"smoke": 10, "quick": 80, "full": 5400},  # quick: 73-111 s measured (2026-12-06); full: a guess
     headline=True,
     claim=Claim(
         "MAC-Flow's one-step policies act at least 10x faster than the 50-step diffusion BC (paper: 14.5x)",

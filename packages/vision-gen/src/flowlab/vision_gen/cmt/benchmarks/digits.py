@@ -227,7 +227,7 @@ DIGITS = Scenario(
     "and ECT with doubling (full: also consistency distillation and MeanFlow from the three initialisations); 1- and "
     "2-step digits-FD against images seen (mid-training and teacher evaluations counted), images to reach 2x the "
     "teacher's 18-step FD, gradient bias at initialisation.",
-    expected_seconds={"smoke": 20, "quick": 210, "full": 7200},
+    expected_seconds={"smoke": 20, "quick": 130, "full": 7200},  # quick: 105-129 s measured (2026-12-06)
     headline=True,
     claim=Claim(
         "CMT-initialised ECT reaches the target 1-step FD (2x the teacher's 18-step FD) in fewer images than "

@@ -176,7 +176,7 @@ PHOTOS = Scenario(
     "student against its latent teacher, stage I, bicubic, an ESPCN-like net, the naive VAE removal and the "
     "no-Fourier / no-RandPad / paper-weight Fourier ablations (PSNR, SSIM, periodic-artifact energy), with latency "
     "and peak memory as ratios to the teacher up to 1024^2.",
-    expected_seconds={"smoke": 15, "quick": 160, "full": 3600},  # quick: 142-159 s measured
+    expected_seconds={"smoke": 15, "quick": 145, "full": 3600},  # quick: 122-159 s measured (2026-12-06)
     headline=True,
     claim=Claim("the VAE-free student is within 1 dB PSNR of its latent teacher", "psnr_drop_vs_teacher", "<=", 1.0),
     requires=_artifacts,

@@ -209,7 +209,7 @@ DIGITS = Scenario(
     "latent; digits-FD (reconstruction-conditioned, unconditional via the activation prior), linear probes, "
     "localisation vs random patches.",
     # quick: 45 s measured on a clean clone, idle 2-core CPU, artifacts cached (RESULTS.md)
-    expected_seconds={"smoke": 15, "quick": 60, "full": 2400},
+    expected_seconds={"smoke": 15, "quick": 60, "full": 2400},  # quick: 52-71 s measured (2026-12-06)
     headline=True,
     claim=Claim(
         "reconstruction-conditioned digits-FD within 1.5x the plain DDPM's (no quality cost of the prototypes)",

@@ -158,7 +158,7 @@ DIGITS = Scenario(
     directions=_DIRECTIONS,
     description="Class-conditional 8x8 digits from the kit's rectified-flow teacher: pi-Flow GM/DX against x0 "
     "regression and DMD-lite at 1/2/4 NFE (FD, precision, recall, class entropy, pairwise distance, alignment).",
-    expected_seconds={"smoke": 5, "quick": 160, "full": 3600},  # quick: 145-159 s measured; full: a guess
+    expected_seconds={"smoke": 5, "quick": 80, "full": 3600},  # quick: 73-97 s measured (2026-12-06); full: a guess
     headline=True,
     claim=Claim(
         "pi-Flow GM's recall at NFE 2 within 0.05 of the 50-step teacher's", "recall_gap_to_teacher_nfe2", "<=", 0.05

@@ -214,7 +214,7 @@ DIGITS = Scenario(
     description="8x8 digits seen through Gaussian noise / pixel masking / 2x2 pooling / a DCT projection plus 50 "
     "clean ones: SFBD-OMNI against lambda = 0, online, SFBD, train-on-corrupted and clean-only (FD, sliced W, class "
     "TV, null-space sliced W of reconstructions and of generators).",
-    expected_seconds={"smoke": 16, "quick": 120, "full": 3600},  # measured: smoke 15 s, quick 112-118 s; full: a guess
+    expected_seconds={"smoke": 16, "quick": 60, "full": 3600},  # measured: smoke 15 s, quick 57-79 s; full: a guess
     headline=True,
     claim=Claim(
         "SFBD-OMNI's final reconstructions have a lower digits-FD than the corrupted data, for every corruption",
