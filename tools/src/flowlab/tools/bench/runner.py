@@ -69,8 +69,10 @@ def build_artifacts(
     to build. A build's bytes do not depend on where it ran (it runs on one thread). `on_start(name, -1)` fires as
     each starts."""
     versions = dict(versions or {})
-    missing = sorted((a for a in artifacts if not is_cached(a)), key=lambda a: -a.expected_seconds)
-    cached = [a for a in artifacts if a not in missing]
+    cached, missing = [], []
+    for artifact in artifacts:
+        (cached if is_cached(artifact) else missing).append(artifact)
+    missing.sort(key=lambda a: -a.expected_seconds)
     workers = build_workers(len(missing))
     for artifact in cached + (missing if workers == 1 else []):
         if on_start is not None:

@@ -142,8 +142,9 @@ SYNSPACE = Scenario(
     description="mini SynSpace (<= 3 blocks): SynCoGen vs graphs + ETKDG, an atom-level 3-D flow without the "
     "synthesis graph, and no-compatibility / no-self-conditioning / no-distance-loss ablations; validity, "
     "synthesizability, uniqueness, novelty, median MMFF strain, PoseBusters-style checks.",
-    # quick: 110 s measured on a nearly idle 2-core CPU with the space cached (RESULTS.md)
-    expected_seconds={"smoke": 15, "quick": 125, "full": 4 * 3600},  # quick: 117-141 s measured (2026-12-06)
+    # quick: 110 s measured on a nearly idle 2-core CPU with the space cached (RESULTS.md), 117-141 s in three
+    # default runs of 2026-12-06
+    expected_seconds={"smoke": 15, "quick": 125, "full": 4 * 3600},
     headline=True,
     claim=Claim(
         "SynCoGen's graphs are synthesizable by construction: >= 0.95 of all generated graphs",

@@ -145,10 +145,11 @@ _DIRECTIONS = {
     "latency_single_s": "min",
     "latency_batch256_s": "min",
 }
-#: per PDE: wall seconds of one seed. quick: on the idle 2-core CPU (130-155 s; Burgers takes about a fifth longer
-#: than heat, 239 s against 194 s in one contended run, RESULTS.md); full: a guess for one GPU
+#: per PDE: wall seconds of one seed. quick: heat 71-100 s in three default runs of 2026-12-06 (130-155 s in
+#: RESULTS.md; Burgers takes about a fifth longer than heat, 239 s against 194 s in one contended run); full: a guess
+#: for one GPU
 _EXPECTED = {
-    "heat": {"smoke": 10, "quick": 85, "full": 500},  # quick: 71-100 s measured (2026-12-06)
+    "heat": {"smoke": 10, "quick": 85, "full": 500},
     "burgers": {"smoke": 10, "quick": 180, "full": 600},
 }
 #: the headline (heat: the cheaper PDE): the spec's key test, the parameter shift that leaves p(x) unchanged

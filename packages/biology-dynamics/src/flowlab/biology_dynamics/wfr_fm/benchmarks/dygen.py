@@ -42,10 +42,10 @@ def _run(ctx: BenchContext) -> BenchResult:
     )
 
 
-# expected wall seconds of one seed: smoke measured on the 2-core CPU; quick the idle 2-core time (RESULTS.md
-# quotes 67 s under contention); full a guess for one GPU (not measured: the 1500-step adjoint dopri5 neural ODE
-# and the CPU W1 solves of the 30-point curves dominate)
-EXPECTED_SECONDS = {"smoke": 7, "quick": 50, "full": 1200}  # quick: 47-74 s measured (2026-12-06)
+# expected wall seconds of one seed: smoke measured on the 2-core CPU; quick 47-74 s in three default runs of
+# 2026-12-06 (RESULTS.md quotes 67 s under contention); full a guess for one GPU (not measured: the 1500-step adjoint
+# dopri5 neural ODE and the CPU W1 solves of the 30-point curves dominate)
+EXPECTED_SECONDS = {"smoke": 7, "quick": 50, "full": 1200}
 
 # the paper's headline: transport and growth learned jointly fit unequally growing populations better than the
 # baselines (dyngen W1 0.135 against 0.512-1.204); OT-CFM, with no growth, is the strongest baseline here at quick size

@@ -89,9 +89,9 @@ TORUS = Scenario(
     directions=directions(("T2", "T7")),
     tags=frozenset({"manifold", "flow-map", "few-step"}),
     description="GFM vs RFM on wrapped-normal mixtures on T² (and T⁷ in full): MMD by NFE, KL to the exact density.",
-    # quick: 93 s in a cold default run (75-78 s in RESULTS.md); full: a guess, 5 models x 100k steps per torus at
-    # a few ms a step on one GPU
-    expected_seconds={"smoke": 5, "quick": 65, "full": 5000},  # quick: 62-99 s measured (2026-12-06)
+    # quick: 62-99 s in three default runs of 2026-12-06 (75-78 s in RESULTS.md); full: a guess, 5 models x 100k
+    # steps per torus at a few ms a step on one GPU
+    expected_seconds={"smoke": 5, "quick": 65, "full": 5000},
     # the headline: the cheapest GFM case, on a torus like the paper's 1-NFE table (backbone torsions, T²)
     headline=True,
     claim=Claim("G-LSD's 1-NFE MMD at most 1/5 of RFM's (T²)", "T2/mmd_nfe1", "<=", 0.2, baseline="RFM"),

@@ -141,10 +141,9 @@ _CLAIM = Claim(
     baseline="SFM",
 )
 
-# expected wall seconds of one seed: smoke and quick measured on the 2-core CPU (RESULTS.md); full a guess for one GPU,
-# not measured (3 initialisations of 6 full-width variants, each with whole-window validation rollouts, and the
-# per-frame graphs built step by step)
-# ucy quick: 120-164 s measured, the median 123 s (2026-12-06)
+# expected wall seconds of one seed: smoke and quick measured on the 2-core CPU (RESULTS.md; ucy quick also 120-164 s
+# in three default runs of 2026-12-06); full a guess for one GPU, not measured (3 initialisations of 6 full-width
+# variants, each with whole-window validation rollouts, and the per-frame graphs built step by step)
 _SECONDS = {"ucy": {"smoke": 8, "quick": 125, "full": 3600}, "gc": {"smoke": 14, "quick": 180, "full": 5400}}
 
 

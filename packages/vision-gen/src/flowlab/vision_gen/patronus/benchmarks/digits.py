@@ -208,8 +208,9 @@ DIGITS = Scenario(
     description="8x8 digits, m = 16 prototypes: Patronus vs a plain DDPM of the same UNet and a DiffAE-style global "
     "latent; digits-FD (reconstruction-conditioned, unconditional via the activation prior), linear probes, "
     "localisation vs random patches.",
-    # quick: 45 s measured on a clean clone, idle 2-core CPU, artifacts cached (RESULTS.md)
-    expected_seconds={"smoke": 15, "quick": 60, "full": 2400},  # quick: 52-71 s measured (2026-12-06)
+    # quick: 45 s measured on a clean clone, idle 2-core CPU, artifacts cached (RESULTS.md), 52-71 s in three default
+    # runs of 2026-12-06
+    expected_seconds={"smoke": 15, "quick": 60, "full": 2400},
     headline=True,
     claim=Claim(
         "reconstruction-conditioned digits-FD within 1.5x the plain DDPM's (no quality cost of the prototypes)",
