@@ -10,6 +10,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
     __name__,
     {
         "flowlab.biology_dynamics.wright_fisher.ancestral": [
+            "death_process_probs",
             "griffiths_moments",
             "lineage_probs",
             "sample_lineages",

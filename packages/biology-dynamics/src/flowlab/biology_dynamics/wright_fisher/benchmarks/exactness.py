@@ -1,7 +1,8 @@
 """`bio.wright_fisher.exactness`: the exact forward sampler against independent routes to the same law.
 
-- Lineages: the series, Griffiths' normal approximation and a Gillespie pure-death simulation (started from
-  Griffiths at tau = 0.01, run leg by leg) at each tau: total-variation distances of the histograms. With the
+- Lineages: the series, Griffiths' normal approximation, a Gillespie pure-death simulation (started from Griffiths
+  at tau = 0.01, run leg by leg) and the sampler's own draws at each tau (below tau = 0.1 its small-time branch:
+  Griffiths at 0.01, then the death process for each draw): total-variation distances of the histograms. With the
   small-time branch off, the series in plain float64 at small tau: its mass error and negative cells.
 - The mean identity E[x_tau | x_0 = b] = pi + e^(-psi tau / 2)(e_b - pi) from the series (max error).
 - The sampler against the Wright-Fisher SDE itself, dx = (psi / 2)(pi - x) dtau + G(x) dW, simulated from the
@@ -106,6 +107,8 @@ def _lineage_metrics(cfg: ExactnessBench, g: torch.Generator) -> dict[str, float
         now = tau
         out[f"tv_gillespie_series_tau{tau:g}"] = _tv(torch.bincount(k).double() / k.numel(), row)
         out[f"tv_griffiths_series_tau{tau:g}"] = _tv(approx, row)
+        drawn = sample_lineages(torch.full((cfg.draws,), tau, dtype=F64), psi, generator=g)
+        out[f"tv_sampler_series_tau{tau:g}"] = _tv(torch.bincount(drawn).double() / drawn.numel(), row)
     return out
 
 
