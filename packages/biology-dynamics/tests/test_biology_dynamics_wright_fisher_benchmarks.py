@@ -12,6 +12,7 @@ def test_scenarios_are_registered_with_typed_variants():
     kinds = {
         "bio.wright_fisher.exactness": (ExactnessBench, "draws"),
         "bio.wright_fisher.simplex": (SimplexBench, "steps"),
+        "bio.wright_fisher.simplex100": (SimplexBench, "steps"),
         "bio.wright_fisher.motifs": (MotifsBench, "steps"),
     }
     assert set(by_name) == set(kinds)
