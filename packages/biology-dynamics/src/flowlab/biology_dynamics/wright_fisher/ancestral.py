@@ -11,9 +11,9 @@ forward sampler (Jenkins & Spano 2017), which then draws x_tau ~ Dirichlet(psi p
   - 2 eta) / beta^2 (2 / (3 tau) as beta -> 0).
 - `sample_lineages`: inverse-CDF draws from the series for tau >= small_tau (0.1); below it, Griffiths' rounded
   normal draw at GRIFFITHS_TAU (0.01) continued by the exact death process for the remaining tau - 0.01 (the spec's
-  "alternative exact path"), and Griffiths' draw itself below 0.01. Griffiths' mean sits about 0.17 lineages above
-  the series' at every tau tried (0.03-0.2): a total variation of 0.022 at tau = 0.05 if used there directly, under
-  a thirtieth of its standard deviation at 0.01, and the death process only contracts what is left.
+  "alternative exact path"), and Griffiths' draw itself up to 0.01. Griffiths' mean sits about 0.17 lineages above
+  the series' at every tau tried (0.03-0.2): a total variation of 0.022 at tau = 0.05 if used there directly, about
+  a fiftieth of its standard deviation (8 lineages) at 0.01, and the death process only contracts what is left.
 - `simulate_lineages`: the pure-death process with rate k (k + psi - 1) / 2 from a start (Gillespie), and
   `death_process_probs`: its law after given durations from a start law (uniformisation), the table's version.
 """
