@@ -15,7 +15,7 @@ from flowlab.biology_dynamics.wright_fisher import (
     sample_lineages,
     simulate_lineages,
 )
-from flowlab.biology_dynamics.wright_fisher.table import griffiths_pmf
+from flowlab.biology_dynamics.wright_fisher.table import griffiths_pmf, griffiths_support
 
 PSI = 4.0  # DNA: psi = B = 4
 F64 = torch.float64
@@ -98,8 +98,7 @@ def test_small_time_branch_meets_the_series_where_griffiths_alone_does_not():
     within TV 0.01 of it (the sampling floor is about 0.005)."""
     taus = torch.tensor([0.05, 0.07], dtype=F64)
     series = lineage_probs(taus, PSI, k_max=250)
-    mean, var = griffiths_moments(torch.tensor([0.01], dtype=F64), PSI)
-    start = griffiths_pmf(torch.tensor([0.01], dtype=F64), PSI, int(mean + 12 * var.sqrt()))[0]
+    start = griffiths_pmf(torch.tensor([0.01], dtype=F64), PSI, griffiths_support(0.01, PSI))[0]
     law = death_process_probs(start, taus - 0.01, PSI)
     for row, exact, tau in zip(law, series, taus, strict=True):
         assert _tv(row, exact) < 2e-3, _tv(row, exact)
@@ -112,7 +111,7 @@ def test_death_process_law_is_exact_on_hand_cases_and_carries_the_series_forward
     """From one lineage the law after d is (1 - e^(-l1 d), e^(-l1 d)), from two the middle state holds
     l2 / (l2 - l1) (e^(-l1 d) - e^(-l2 d)), l_k = k (k + psi - 1) / 2; the series at tau = 0.2 carried by 0.3 and
     0.8 is the series at 0.5 and 1.0 (the lineage law is the death process's from infinitely many) to 1e-12; a zero
-    duration returns the start."""
+    duration returns the start; psi = 1.5 (a top rate below 1) and a single-state start are handled."""
     d = torch.tensor([0.0, 0.3, 1.7], dtype=F64)
     l1, l2 = PSI / 2, 2 * (1 + PSI) / 2
     one = death_process_probs(torch.tensor([0.0, 1.0], dtype=F64), d, PSI)
@@ -124,6 +123,10 @@ def test_death_process_law_is_exact_on_hand_cases_and_carries_the_series_forward
     q = lineage_probs(torch.tensor([0.2, 0.5, 1.0], dtype=F64), PSI)
     carried = death_process_probs(q[0], torch.tensor([0.0, 0.3, 0.8], dtype=F64), PSI)
     torch.testing.assert_close(carried, q, rtol=0, atol=1e-12)
+    slow = death_process_probs(torch.tensor([0.0, 1.0], dtype=F64), d, 1.5)  # l1 = 0.75
+    torch.testing.assert_close(slow[:, 1], torch.exp(-0.75 * d), rtol=0, atol=1e-13)
+    alone = death_process_probs(torch.tensor([1.0], dtype=F64), d, PSI)
+    torch.testing.assert_close(alone, torch.ones(3, 1, dtype=F64), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize(
@@ -138,6 +141,8 @@ def test_death_process_law_is_exact_on_hand_cases_and_carries_the_series_forward
         (lambda: simulate_lineages(torch.tensor([-1]), 0.1, PSI, generator=torch.Generator()), "start: expected"),
         (lambda: simulate_lineages(torch.tensor([3]), -0.1, PSI, generator=torch.Generator()), "duration: expected"),
         (lambda: death_process_probs(torch.tensor([0.5, -0.1]), torch.tensor([0.1]), PSI), "start: expected"),
+        (lambda: death_process_probs(torch.tensor([0.5, torch.nan]), torch.tensor([0.1]), PSI), "start: expected"),
+        (lambda: death_process_probs(torch.tensor([]), torch.tensor([0.1]), PSI), "start: expected a non-empty"),
         (lambda: death_process_probs(torch.tensor([0.5, 0.5]), torch.tensor([-0.1]), PSI), "duration: expected"),
         (lambda: death_process_probs(torch.tensor([0.5, 0.5]), torch.tensor([0.1]), 0.5), "psi: expected"),
     ],

@@ -8,10 +8,10 @@ import pytest
 import scipy.special
 import torch
 
-from flowlab.biology_dynamics.wright_fisher import griffiths_moments, lineage_probs
+from flowlab.biology_dynamics.wright_fisher import death_process_probs, griffiths_moments, lineage_probs
 from flowlab.biology_dynamics.wright_fisher.likelihood import _groups, lineage_posterior, log_ratio
 from flowlab.biology_dynamics.wright_fisher.series import g_series, hyp2f1_terminating, series_score
-from flowlab.biology_dynamics.wright_fisher.table import LineageTable
+from flowlab.biology_dynamics.wright_fisher.table import LineageTable, griffiths_pmf, griffiths_support
 
 F64 = torch.float64
 
@@ -81,6 +81,13 @@ def test_lineage_table_rows_are_distributions_and_match_the_series_between_grid_
     mean, _ = griffiths_moments(taus[:2], 4.0)
     m = torch.arange(q.shape[1], dtype=F64)
     torch.testing.assert_close((q[:2] * m).sum(-1), mean, rtol=1e-3, atol=0)
+    # at its grid points between 0.01 and 0.1 a row is the rounded Griffiths law at 0.01 carried by the death process
+    grid = table.log_grid.exp()
+    inside = grid[(grid > 0.01) & (grid < 0.1)][::20]
+    start = griffiths_pmf(torch.tensor([0.01], dtype=F64), 4.0, griffiths_support(0.01, 4.0))[0]
+    law = death_process_probs(start, inside - 0.01, 4.0)
+    width = min(law.shape[1], table.rows.shape[1])
+    torch.testing.assert_close(table.probs(inside)[:, :width], law[:, :width], rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match="range"):
         table.probs(torch.tensor([5.0], dtype=F64))
     with pytest.raises(ValueError, match="tau_min, tau_max"):

@@ -13,7 +13,9 @@ forward sampler (Jenkins & Spano 2017), which then draws x_tau ~ Dirichlet(psi p
   normal draw at GRIFFITHS_TAU (0.01) continued by the exact death process for the remaining tau - 0.01 (the spec's
   "alternative exact path"), and Griffiths' draw itself up to 0.01. Griffiths' mean sits about 0.17 lineages above
   the series' at every tau tried (0.03-0.2): a total variation of 0.022 at tau = 0.05 if used there directly, about
-  a fiftieth of its standard deviation (8 lineages) at 0.01, and the death process only contracts what is left.
+  a fiftieth of its standard deviation (8 lineages) at 0.01 if it holds there too (the series is too costly to sum
+  at 0.01), and the death process only contracts what is left: the branch's law is within TV 8e-4 of the series at
+  tau = 0.05 and 0.1 for psi = 4, 20 and 100.
 - `simulate_lineages`: the pure-death process with rate k (k + psi - 1) / 2 from a start (Gillespie), and
   `death_process_probs`: its law after given durations from a start law (uniformisation), the table's version.
 """
@@ -138,8 +140,8 @@ def sample_lineages(
     """One draw of A(tau) per entry: tau (B,) > 0 -> (B,) int64 on tau's device. tau >= small_tau: inverse CDF of
     `lineage_probs` (one series per distinct tau); GRIFFITHS_TAU < tau < small_tau: Griffiths' normal draw at
     GRIFFITHS_TAU, rounded and clipped at 0, then the death process (`simulate_lineages`, about 2 / GRIFFITHS_TAU -
-    2 / tau loop steps); tau <= GRIFFITHS_TAU: Griffiths' draw at tau. Computed on the CPU (where the series is
-    summed), the noise drawn on the generator's device."""
+    2 / tau loop steps expected at psi = 4); tau <= GRIFFITHS_TAU: Griffiths' draw at tau. Computed on the CPU
+    (where the series is summed), the noise drawn on the generator's device."""
     tau = _check_tau(tau)
     device, tau = tau.device, tau.cpu()
     _check_generator(generator)
@@ -195,25 +197,29 @@ def death_process_probs(start: torch.Tensor, duration: torch.Tensor, psi: float)
     0..M lineages: start (M + 1,) >= 0, duration (R,) >= 0 -> (R, M + 1) float64. By uniformisation at the top rate
     Lambda = M (M + psi - 1) / 2: p(d) = sum_j Poisson(j; Lambda d) start U^j with U = I + Q / Lambda, every term
     non-negative (no cancellation), the Poisson tail cut 10 standard deviations out; about Lambda max(d) vector
-    steps (4000 for M = 300, d = 0.09)."""
+    steps (4000 for M = 300, d = 0.09), each added to the result as it is made."""
     psi = _check_psi(psi)
-    if not isinstance(start, torch.Tensor) or start.dim() != 1 or not bool((start >= 0).all()):
-        raise ValueError("start: expected a 1-D tensor of non-negative probabilities over lineage counts")
+    if not isinstance(start, torch.Tensor) or start.dim() != 1 or start.numel() == 0:
+        raise ValueError("start: expected a non-empty 1-D tensor of probabilities over lineage counts 0..M")
+    if not bool(torch.isfinite(start).all()) or bool((start < 0).any()):
+        raise ValueError("start: expected finite probabilities >= 0")
     if not isinstance(duration, torch.Tensor) or duration.dim() != 1:
         raise ValueError("duration: expected a 1-D tensor of times")
     duration = duration.to(start.device, torch.float64)
     if not bool(torch.isfinite(duration).all()) or bool((duration < 0).any()):
         raise ValueError("duration: expected finite times >= 0")
-    k = torch.arange(start.numel(), dtype=torch.float64, device=start.device)
+    v = start.to(torch.float64)
+    if v.numel() == 1 or duration.numel() == 0:  # nobody to die, or no durations asked
+        return v.expand(duration.numel(), -1).clone()
+    k = torch.arange(v.numel(), dtype=torch.float64, device=v.device)
     rate = k * (k + psi - 1) / 2
-    top = float(rate[-1]) if start.numel() > 1 else 0.0
-    mean = top * float(duration.max()) if duration.numel() else 0.0
-    steps = math.ceil(mean + 10 * math.sqrt(mean) + 10) if top > 0 else 0
-    v, powers = start.to(torch.float64), [start.to(torch.float64)]
-    stay, move = 1 - rate / max(top, 1.0), rate / max(top, 1.0)
-    for _ in range(steps):
-        v = torch.cat([v[:-1] * stay[:-1] + v[1:] * move[1:], v[-1:] * stay[-1:]])
-        powers.append(v)
-    j = torch.arange(steps + 1, dtype=torch.float64, device=start.device)
-    log_w = torch.special.xlogy(j, top * duration[:, None]) - top * duration[:, None] - torch.lgamma(j + 1)
-    return log_w.exp() @ torch.stack(powers)
+    top = float(rate[-1])  # > 0: psi > 1 and M >= 1
+    stay, move = 1 - rate / top, rate / top
+    lam = top * duration[:, None]  # (R, 1) Poisson means; at d = 0 only the j = 0 term counts (xlogy(0, 0) = 0)
+    out = torch.zeros(duration.numel(), v.numel(), dtype=torch.float64, device=v.device)
+    mean = float(lam.max())
+    for j in range(math.ceil(mean + 10 * math.sqrt(mean) + 10) + 1):
+        if j:
+            v = torch.cat([v[:-1] * stay[:-1] + v[1:] * move[1:], v[-1:] * stay[-1:]])
+        out += torch.exp(torch.special.xlogy(j, lam) - lam - math.lgamma(j + 1)) * v
+    return out

@@ -4,7 +4,8 @@ sampler, and the zeta-discrete ELBOs against the uniform-path and Gaussian ones.
 - Population (spec 6.1): `simulate_population` at each zeta against `WrightFisherPath.sample` at each tau from the
   same vertex: per letter, the z-score of the difference of means and of variances (the variance's standard error
   from the fourth central moment); the largest |z| over letters is reported. Below tau = 0.1 the sampler draws its
-  lineages from Griffiths' approximation, so there the comparison is with that branch.
+  lineages from its small-time branch (Griffiths at 0.01, then the death process), so there the comparison is with
+  that branch.
 - zeta = 1: the zeta-discrete integrand against `core.losses.uniform_diffusion_loss` on the same draws (random
   posteriors), largest absolute difference.
 - The ladder: a one-position target p (a seeded Dirichlet(0.5) draw) and two sufficient-statistic models with the
