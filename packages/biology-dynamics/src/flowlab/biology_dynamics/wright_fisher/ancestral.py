@@ -150,7 +150,7 @@ def sample_lineages(
     out = torch.zeros(tau.shape, dtype=torch.long)
     small = tau < small_tau
     if bool(small.any()):
-        start = torch.where(tau > GRIFFITHS_TAU, GRIFFITHS_TAU, tau)[small]
+        start = tau[small].clamp_max(GRIFFITHS_TAU)
         mean, var = griffiths_moments(start, psi)
         out[small] = (mean + var.sqrt() * z[small]).round().clamp_min(0).long()
         later = small & (tau > GRIFFITHS_TAU)
@@ -219,7 +219,8 @@ def death_process_probs(start: torch.Tensor, duration: torch.Tensor, psi: float)
     out = torch.zeros(duration.numel(), v.numel(), dtype=torch.float64, device=v.device)
     mean = float(lam.max())
     for j in range(math.ceil(mean + 10 * math.sqrt(mean) + 10) + 1):
-        if j:
-            v = torch.cat([v[:-1] * stay[:-1] + v[1:] * move[1:], v[-1:] * stay[-1:]])
+        if j:  # one step of U: each count stays, or loses one lineage to the count below
+            v, last = v * stay, v
+            v[:-1] += last[1:] * move[1:]
         out += torch.exp(torch.special.xlogy(j, lam) - lam - math.lgamma(j + 1)) * v
     return out

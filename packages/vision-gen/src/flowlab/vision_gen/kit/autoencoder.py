@@ -61,9 +61,9 @@ DATASETS = ("digits", "photos")
 _PHOTO_CROPS = 4096
 #: seconds per training step at size 16, channels (16, 32), batch 64 on one thread of the 2-core CPU machine, as every
 #: artifact builds (measured in a cold `flowlab bench`, another build beside each: the 600-step digits build in 24 s,
-#: GenDR-Pix's photo autoencoder in 268 s). Tiny convolutions cost about linearly in
-#: pixels x batch and in the channel sum: on one machine a step of GenDR-Pix's photo autoencoder (32x32, channels
-#: (16, 32, 32), batch 32) took 2.55x a digits step (238 against 93 ms), and `autoencoder_artifact` estimates 3.3x
+#: GenDR-Pix's photo autoencoder in 268 s). Tiny convolutions cost about linearly in pixels x batch and in the
+#: channel sum: on one machine a step of GenDR-Pix's photo autoencoder (32x32, channels (16, 32, 32), batch 32) took
+#: 2.55x a digits step (238 against 93 ms), and `autoencoder_artifact` estimates 3.3x
 _STEP_SECONDS = 0.035
 #: log-variance of the deterministic (kl=False) posterior: diffusers' lower clamp
 _DETERMINISTIC_LOGVAR = -30.0
