@@ -175,6 +175,18 @@ def test_the_forgery_term_is_zero_for_an_extractor_that_reads_nothing_and_reache
             TrainConfig(**kwargs)
 
 
+def test_the_forgery_term_of_a_linear_reader_in_closed_form():
+    # reader l = W u + b on unit images u = (x + 1) / 2; no clamping: l(forged) - l(clean) = W r, r the residual
+    gen = torch.Generator().manual_seed(1)
+    clean = torch.rand(5, 1, 8, 8, generator=gen) - 0.5
+    marked = clean + 0.1 * torch.randn(5, 1, 8, 8, generator=gen)
+    others = torch.rand(7, 1, 8, 8, generator=gen) - 0.5
+    reader = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 8))
+    w = reader[1].weight.detach().double()
+    shift = w @ ((marked - clean).double().mean(0).flatten() / 2)
+    assert forgery_loss(reader, marked, clean, others).item() == pytest.approx(shift.pow(2).mean().item(), rel=1e-5)
+
+
 def test_bad_latents_are_named():
     with pytest.raises(ValueError, match="latents"):
         train_molm(_model(), torch.full((4, 4, 8, 8), float("nan")), TrainConfig(steps=1), DigitsFeatureNet())

@@ -45,8 +45,12 @@ def trained(tmp_path_factory) -> Path:
 
 def test_train_then_evaluate(trained, tmp_path):
     assert {p.name for p in trained.iterdir()} >= {"config.json", "markers.safetensors", "extractor.safetensors"}
-    row = _json(_run("evaluate", "--checkpoint", str(trained), "--n", "8", "--attacks", "clean,jpeg@50,pgd@0.03"))
+    row = _json(_run("evaluate", "--checkpoint", str(trained), "--n", "8", "--attacks", "clean,jpeg@50,pgd@0.03",
+                     "--forge-keys", "2"))  # fmt: skip
     assert row["key_bits"] == 8 and 0 <= row["clean_bit_acc"] <= 1 and "jpeg50_tpr1" in row and "psnr" in row
+    assert 0 <= row["forge1000_bit_acc"] <= 1 and row["forge_chance_lo"] < 0.5 < row["forge_chance_hi"]
+    assert "forge_null_bit_acc" not in _json(_run("evaluate", "--checkpoint", str(trained), "--n", "4", "--attacks",
+                                                  "clean"))  # fmt: skip
     save_molm_key(tmp_path / "key", torch.tensor([1, 0, 1, 0, 1, 1, 0, 0]))
     row = _json(_run("evaluate", "--checkpoint", str(trained), "--n", "4", "--attacks", "clean",
                      "--key", str(tmp_path / "key")))  # fmt: skip
@@ -123,6 +127,8 @@ def _cases(trained: Path, tmp: Path) -> list[BadInput]:
         BadInput("range", evaluate("--n", "0"), ["--n"]),
         BadInput("range", evaluate("--attacks", "pgd@2"), ["--attacks"]),
         BadInput("type", evaluate("--n", "few"), ["--n"]),
+        BadInput("range", evaluate("--forge-keys", "-1"), ["--forge-keys"]),
+        BadInput("range", evaluate("--n", "4", "--forge-keys", "5"), ["--forge-keys"]),
         BadInput("choice", evaluate("--attacks", "clean,sharpen"), ["--attacks"]),
         BadInput("choice", evaluate("--device", "tpu"), ["--device"]),
     ]

@@ -156,7 +156,8 @@ _QUICK = DigitsBench(
     forge_keys=32,
     workers=2,
 )
-# full: with the anti-forgery term (RESULTS.md: the only setting tried that moved forgery towards chance)
+# full: with the anti-forgery term (RESULTS.md: at weight 1 and 3600 steps, forgery inside the chance interval on
+# three seeds of three; too slow for quick's budget)
 _FULL = replace(_QUICK, model=MolmConfig(num_adapters=16), train=TrainConfig(steps=20_000, batch_size=128,
                                                                             forgery_weight=1.0),
                 hidden=TrainConfig(steps=10_000, batch_size=128), signature=TrainConfig(steps=2_000))  # fmt: skip

@@ -126,19 +126,29 @@ def evaluate(
     ] = None,
     n: Annotated[int, typer.Option(help="Test digits (1..270).")] = 270,
     attacks: Annotated[str, typer.Option(help="Comma-separated attack specs (name@strength).")] = _DEFAULT_ATTACKS,
+    forge_keys: Annotated[
+        int,
+        typer.Option(
+            help="Keys (0..n) for the averaging attack and forgery, each key's residual from k = 10, 100 "
+            "and 1000 marked train digits (0: skip; with --key: that key)."
+        ),
+    ] = 0,
     seed: Annotated[int, typer.Option(**SEEDS, help="Seed of the keys and the attacks' randomness.")] = 0,
     device: Annotated[str, typer.Option(help="cpu, cuda, cuda:N or mps.")] = "cpu",
 ) -> None:
-    """Bit accuracy and TPR@1%FPR per attack, PSNR / SSIM and digits-FD of a trained model, one JSON line."""
+    """Bit accuracy and TPR@1%FPR per attack, PSNR / SSIM and digits-FD of a trained model (with --forge-keys, the
+    averaging attack and forgery too), one JSON line."""
     if not 1 <= n <= 270:
         raise typer.BadParameter(f"expected 1 <= n <= 270 (the test split), got {n}", param_hint="--n")
+    if not 0 <= forge_keys <= n:
+        raise typer.BadParameter(f"expected 0 <= forge-keys <= n = {n}, got {forge_keys}", param_hint="--forge-keys")
     specs = _attacks(attacks)
     dev = device_option(device)
     import torch
 
     from flowlab.vision_gen.kit.autoencoder import tiny_autoencoder
     from flowlab.vision_gen.kit.data import load_digits_images
-    from flowlab.vision_gen.watermark.molm.evaluate import Scheme, attack_metrics, quality_metrics
+    from flowlab.vision_gen.watermark.molm.evaluate import Scheme, attack_metrics, averaging_metrics, quality_metrics
     from flowlab.vision_gen.watermark.molm.model import key_split, sample_keys
     from flowlab.vision_gen.watermark.molm.store import load_molm, load_molm_key
 
@@ -162,11 +172,18 @@ def evaluate(
         from flowlab.vision_gen.watermark.e2e import TEACHER
 
         denoiser, data_range = digits_denoiser(TEACHER, device=dev), TEACHER.data_range
-    x = load_digits_images(16, split="test").x[:n].to(dev)
-    with torch.no_grad():  # the latents of the test digits under the marked decoder's own encoder
-        z = tiny_autoencoder(ae_config, device=dev).encode(x).latent_dist.mode()
-        clean = model.clean(z)
+    encoder = tiny_autoencoder(ae_config, device=dev)
+
+    def latents(split: str, count: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.no_grad():  # the digits' latents under the marked decoder's own encoder, and their clean decodes
+            z = encoder.encode(load_digits_images(16, split=split).x[:count].to(dev)).latent_dist.mode()
+            return z, model.clean(z)
+
+    z, clean = latents("test", n)
     keys = keys.to(dev)
     scheme = Scheme("molm", model.mark, model.extractor, model.key_bits)
     row = attack_metrics(scheme, z, clean, keys, specs, denoiser=denoiser, data_range=data_range, seed=seed)
+    if forge_keys:
+        row |= averaging_metrics(scheme, *latents("train"), z, clean, keys[:1] if key is not None else
+                                 keys[:forge_keys], (10, 100, 1000))  # fmt: skip
     typer.echo(json_text({"key_bits": model.key_bits, "n": n, **row, **quality_metrics(scheme, z, clean, keys)}))

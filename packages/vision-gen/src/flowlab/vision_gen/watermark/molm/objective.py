@@ -5,7 +5,6 @@ digits perceptual distance to the clean decode). The training attacks are differ
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 
 import torch
@@ -66,9 +65,10 @@ def forgery_loss(
     extractor: torch.nn.Module, marked: torch.Tensor, clean: torch.Tensor, others: torch.Tensor
 ) -> torch.Tensor:
     """The anti-forgery term: the averaging forger's residual of one key, mean(marked) - mean(clean) over the pool
-    marked, clean: (G, 1, H, W) in [-1, 1] (one key), added to the clean decodes others: (B', 1, H, W); the
-    extractor should read nothing from the forgeries, so its logits are pushed to 0 (BCE against 1/2, minimum
-    log 2 subtracted: 0 when every logit is 0). Gradients reach the markers through the residual."""
+    marked, clean: (G, 1, H, W) in [-1, 1] (one key), added to the clean decodes others: (B', 1, H, W) in [-1, 1],
+    should change nothing the extractor reads: the mean squared difference of its logits on the forgeries and on the
+    same clean decodes (0 at the optimum; a forgery reading the key's complement is penalised as much as one reading
+    the key). Gradients reach the markers through the residual and the extractor through both readings."""
     residual = average_residual((marked + 1) / 2, (clean + 1) / 2)
-    logits = extractor(forge((others + 1) / 2, residual))
-    return F.binary_cross_entropy_with_logits(logits, torch.full_like(logits, 0.5)) - math.log(2)
+    unit = (others + 1) / 2
+    return (extractor(forge(unit, residual)) - extractor(unit)).pow(2).mean()

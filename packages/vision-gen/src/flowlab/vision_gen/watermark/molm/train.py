@@ -34,7 +34,7 @@ class TrainConfig(Config):
     seed: int = 0
     split_seed: int = 0
     forgery_weight: float = 0.0
-    forgery_pool: int = 16
+    forgery_pool: int = 32
 
     def __post_init__(self) -> None:
         super().__post_init__()
