@@ -15,6 +15,7 @@ from flowlab.vision_gen.kit.attacks import (
     pgd,
     regenerate,
     remove_residual,
+    resolve_attack,
     straight_through,
 )
 from flowlab.vision_gen.kit.metrics import DigitsFeatureNet
@@ -75,6 +76,21 @@ def test_regeneration_with_an_oracle_denoiser_returns_its_image():
     assert out.shape == x.shape and torch.allclose(out, torch.full_like(x, 0.5), atol=1e-5)
     with pytest.raises(ValueError, match="strength"):
         regenerate(x, _Oracle(), 1.0)
+
+
+def test_an_evaluation_spec_resolves_to_the_identity_a_registered_attack_or_regeneration():
+    x = _images()
+    assert resolve_attack("clean")(x) is x
+    assert torch.equal(resolve_attack("jpeg@50")(x), parse_attack("jpeg@50")(x))
+    regen = resolve_attack("regenerate@0.3", denoiser=_Oracle(), data_range=0.75)
+    out = regen(x, generator=torch.Generator().manual_seed(3))
+    expected = regenerate(x, _Oracle(), 0.3, data_range=0.75, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(out, expected) and torch.allclose(out, torch.full_like(x, 0.5), atol=1e-5)
+    for spec, kwargs, name in (("regenerate@0.2", {}, "denoiser"), ("regenerate@1", {"denoiser": _Oracle()},
+                               "strength"), ("regenerate@x", {"denoiser": _Oracle()}, "strength"),
+                               ("sharpen@2", {}, "attack")):  # fmt: skip
+        with pytest.raises(ValueError, match=name):
+            resolve_attack(spec, **kwargs)
 
 
 def test_pgd_increases_the_loss_inside_the_ball():

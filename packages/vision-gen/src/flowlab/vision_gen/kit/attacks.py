@@ -9,7 +9,8 @@ Beyond the registered transforms: `straight_through(attack)` makes any attack us
 forward, the identity's gradient backward: straight-through JPEG); `average_residual` / `remove_residual` /
 `forge` are the averaging attack on k watermarked images of one key and its forgery; `regenerate` noises images
 and re-denoises them with an epsilon-prediction diffusion model; `pgd` pushes images up a loss (e.g. a watermark
-extractor's) inside an L-infinity ball.
+extractor's) inside an L-infinity ball. `resolve_attack` reads an evaluation table's spec ("clean", a registered
+attack or "regenerate@strength" with its model).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = [
     "pgd",
     "regenerate",
     "remove_residual",
+    "resolve_attack",
     "straight_through",
 ]
 
@@ -175,6 +177,33 @@ def parse_attack(spec: str) -> Callable[..., torch.Tensor]:
 
     def attack(x: torch.Tensor, *, generator: torch.Generator | None = None) -> torch.Tensor:
         return fn(x, strength, generator=generator)
+
+    attack.__name__ = spec
+    return attack
+
+
+def resolve_attack(
+    spec: str, *, denoiser: torch.nn.Module | None = None, data_range: float = 1.0
+) -> Callable[..., torch.Tensor]:
+    """A spec of an evaluation table -> attack(x, *, generator=None) on (B, C, H, W) images in [0, 1]: "clean" (the
+    identity), "regenerate@strength" (`regenerate` with `denoiser`, whose training images span [-data_range,
+    data_range]) or any registered attack (`parse_attack`)."""
+    name, _, value = spec.partition("@")
+    if spec == "clean":
+        return lambda x, *, generator=None: x
+    if name != "regenerate":
+        return parse_attack(spec)
+    if denoiser is None:
+        raise ValueError("denoiser: the regeneration attack needs a digits diffusion model")
+    try:
+        strength = float(value)
+    except ValueError as err:
+        raise ValueError(f"strength: expected a number after '@' in {spec!r}") from err
+    if not 0 < strength < 1:
+        raise ValueError(f"strength: regenerate expects a noise level in (0, 1), got {value!r}")
+
+    def attack(x: torch.Tensor, *, generator: torch.Generator | None = None) -> torch.Tensor:
+        return regenerate(x, denoiser, strength, data_range=data_range, generator=generator)
 
     attack.__name__ = spec
     return attack

@@ -21,7 +21,7 @@ from functools import partial
 
 import torch
 
-from flowlab.vision_gen.kit.attacks import SMALL_SUITE, parse_attack
+from flowlab.vision_gen.kit.attacks import SMALL_SUITE, resolve_attack
 from flowlab.vision_gen.kit.data import from_unit, load_digits_images, to_unit
 from flowlab.vision_gen.kit.metrics import FeatureNetConfig, digits_fd
 from flowlab.vision_gen.kit.sampling import batched, generate, invert_to_noise
@@ -31,7 +31,12 @@ from flowlab.vision_gen.watermark.gaussian_shading import GaussianShading, Gauss
 from flowlab.vision_gen.watermark.spherical import SphericalConfig, SphericalWatermark
 from flowlab.vision_gen.watermark.tree_ring import TreeRing, TreeRingConfig
 
-__all__ = ["TEACHER", "run_e2e"]
+__all__ = ["ATTACKS", "TEACHER", "run_e2e"]
+
+#: the attack table: the kit's small suite, then rotation and regeneration with the generating model itself (as in
+#: MOLM's table; its PGD row follows the gradient of a bit extractor, which here would run through the 50-step
+#: inversion: not built)
+ATTACKS = ("clean", *SMALL_SUITE, "rotate@10", "regenerate@0.2")
 
 #: the digits model of the quick e2e run and of the `flowlab watermark` image commands (one cached artifact)
 TEACHER = DigitsDenoiserConfig(size=16, data_range=0.75, steps=1500, dither=0.1)
@@ -45,7 +50,7 @@ def run_e2e(
     *,
     n: int,
     teacher: DigitsDenoiserConfig,
-    attacks: tuple[str, ...] = ("clean", *SMALL_SUITE),
+    attacks: tuple[str, ...] = ATTACKS,
     steps: int = 50,
     inversion_steps: int = 50,
     seed: int,
@@ -100,7 +105,7 @@ def run_e2e(
     ag = torch.Generator().manual_seed(seed + 17)
     sets = ("spherical", "gaussian_shading", "tree_ring", "clean")
     for spec in attacks:
-        attack = (lambda x, generator=None: x) if spec == "clean" else parse_attack(spec)
+        attack = resolve_attack(spec, denoiser=field)  # images in the model's own [-1, 1]: data_range 1
         imgs = torch.cat([from_unit(attack(to_unit(gen[k]), generator=ag)) for k in sets])
         noise = batched(lambda x: invert_to_noise(field, x, steps=inversion_steps), imgs, batch).cpu().float()
         inv = dict(zip(sets, noise.split(n)))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from flowlab.vision_gen.kit.attacks import average_residual, forge, parse_attack, pgd, regenerate, remove_residual
+from flowlab.vision_gen.kit.attacks import average_residual, forge, pgd, remove_residual, resolve_attack
 from flowlab.vision_gen.kit.data import to_unit
 from flowlab.vision_gen.kit.metrics import digits_fd
 from flowlab.vision_gen.kit.quality import psnr_ssim
@@ -48,20 +48,14 @@ def metric_name(spec: str) -> str:
 
 
 def _attack(spec: str, images: torch.Tensor, scheme: Scheme, denoiser, data_range: float, seed: int):
-    g = torch.Generator().manual_seed(seed)
     name, _, value = spec.partition("@")
-    if spec == "clean":
-        return images
-    if name == "regenerate":
-        if denoiser is None:
-            raise ValueError("denoiser: the regeneration attack needs a digits diffusion model")
-        return regenerate(images, denoiser, float(value), data_range=data_range, generator=g)
     if name == "pgd":
         with torch.no_grad():
             target = (scheme.read(images) > 0).float()
         with torch.enable_grad():
             return pgd(images, lambda x: F.binary_cross_entropy_with_logits(scheme.read(x), target), eps=float(value))
-    return parse_attack(spec)(images, generator=g)
+    attack = resolve_attack(spec, denoiser=denoiser, data_range=data_range)
+    return attack(images, generator=torch.Generator().manual_seed(seed))
 
 
 def _scores(logits: torch.Tensor, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
