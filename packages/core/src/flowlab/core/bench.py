@@ -48,8 +48,9 @@ __all__ = [
 
 PACKAGE_PREFIXES = ("core", "vision", "mol", "rl", "bio", "crowd", "trust", "tools")
 #: suite -> the variant it runs: smoke (every scenario, toy size, CI), default (each method's headline case at quick
-#: size: what `flowlab bench` runs), quick (every scenario), full (paper-shaped, sized for a GPU)
-SUITES = {"smoke": "smoke", "default": "quick", "quick": "quick", "full": "full"}
+#: size: what `flowlab bench` runs), quick (every scenario), cpu (the scenarios with a `cpu` variant: what a claim needs
+#: on a 2-core CPU where quick is too short, up to an hour each), full (paper-shaped, sized for a GPU)
+SUITES = {"smoke": "smoke", "default": "quick", "quick": "quick", "cpu": "cpu", "full": "full"}
 #: the tag of a scenario that measures shared infrastructure (the vision kit's teachers, the CLI), not a method: it
 #: has no headline case, so the default suite leaves it out; `--suite quick` runs it
 INFRASTRUCTURE = "infrastructure"

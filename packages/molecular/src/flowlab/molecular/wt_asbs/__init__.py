@@ -25,7 +25,14 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "clip_per_atom",
         ],
         "flowlab.molecular.wt_asbs.bias": ["BiasConfig", "BiasValue", "WellTemperedBias"],
-        "flowlab.molecular.wt_asbs.cvs": ["CVSet", "DistanceCV", "DistanceDifferenceCV", "LinearCV", "TorsionCV"],
+        "flowlab.molecular.wt_asbs.cvs": [
+            "CVSet",
+            "DistanceCV",
+            "DistanceDifferenceCV",
+            "LinearCV",
+            "PeriodicCoordinateCV",
+            "TorsionCV",
+        ],
         "flowlab.molecular.wt_asbs.dihedrals": [
             "DihedralSystem",
             "dihedral_bias",
@@ -34,6 +41,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "molecule_topology",
             "parse_cv",
         ],
+        "flowlab.molecular.wt_asbs.internal": ["InternalPotential", "ZMatrix"],
         "flowlab.molecular.wt_asbs.potentials": [
             "BOHR_NM",
             "EV_TO_KJMOL",

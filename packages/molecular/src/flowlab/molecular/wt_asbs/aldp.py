@@ -13,8 +13,10 @@ import torch
 from flowlab.datasets import path
 from flowlab.molecular.wt_asbs.analysis import delta_f_from_samples
 from flowlab.molecular.wt_asbs.bias import BiasConfig, WellTemperedBias
-from flowlab.molecular.wt_asbs.cvs import CVSet
+from flowlab.molecular.wt_asbs.cvs import CVSet, PeriodicCoordinateCV
 from flowlab.molecular.wt_asbs.dihedrals import dihedral_bias, dihedral_cvs, fes_from_samples
+from flowlab.molecular.wt_asbs.internal import InternalPotential, ZMatrix
+from flowlab.molecular.wt_asbs.potentials import OpenMMPotential
 
 __all__ = [
     "ALDP_BASINS",
@@ -28,6 +30,7 @@ __all__ = [
     "basin_df_from_samples",
     "basins_visited",
     "fes_from_samples",
+    "internal_system",
     "torsion_bias",
     "torsion_cvs",
 ]
@@ -38,6 +41,8 @@ PRMTOP = "openmm_tests/alanine-dipeptide-implicit.prmtop"
 INPCRD = "openmm_tests/alanine-dipeptide-implicit.inpcrd"
 #: atom indices of the phi and psi torsions
 PHI, PSI = (4, 6, 8, 14), (6, 8, 14, 16)
+#: the Z-matrix root (CA, N, C): phi and psi are then coordinates
+ROOT = (8, 6, 14)
 #: (phi, psi) boxes in radians (spec §6.2).
 ALDP_BASINS = {
     "C7eq": ((-2.5, -0.5), (0.3, 2.0)),
@@ -61,6 +66,20 @@ def torsion_cvs() -> CVSet:
 def torsion_bias(config: BiasConfig, kT: float) -> WellTemperedBias:
     """An empty periodic bias over (phi, psi) in [-pi, pi)^2 (energies in kJ/mol, `kT` likewise)."""
     return dihedral_bias(config, kT, 2)
+
+
+def internal_system(
+    potential: OpenMMPotential, x_ref: torch.Tensor, torsion_scale: float = 1.0
+) -> tuple[InternalPotential, CVSet]:
+    """The peptide on normalised internal coordinates (d = 60, the ASBS paper's setting): the potential on z around
+    x_ref: (1, 66) nm, phi and psi scaled by `torsion_scale` rad per unit, every other coordinate by its Hessian
+    width; and (phi, psi) read off z."""
+    bonds = [(a.index, b.index) for a, b in potential.topology.bonds()]
+    zmatrix = ZMatrix.from_bonds(bonds, potential.n_atoms, ROOT, (PHI, PSI))
+    columns = [zmatrix.torsion_index(t) for t in (PHI, PSI)]
+    pot = InternalPotential(potential, zmatrix, x_ref, overrides=dict.fromkeys(columns, torsion_scale))
+    cvs = CVSet([PeriodicCoordinateCV(c, float(pot.scale[c]), float(pot.q_ref[c])) for c in columns])
+    return pot, cvs
 
 
 def basin_df_from_samples(phi_psi: np.ndarray, weights: np.ndarray | None, kT: float) -> dict[str, float]:

@@ -156,7 +156,8 @@ class ASBS:
     """ASBS(potential, noise, config, ...) ; `.train()`, `.sample(n)`, `.sample_weighted(n)` (with path-space
     importance weights); WT-ASBS when `bias` and `cvs` are given.
 
-    source_std: std of the Gaussian source around source_mean ((D,) or None for 0); atom_dim: 3 for molecules
+    source_std: std of the Gaussian source around source_mean ((D,) or None for 0), one value or one per coordinate
+    ((D,), e.g. wide along a CV's own coordinate and narrow elsewhere); atom_dim: 3 for molecules
     (per-atom force clipping; source noise, bridge noise, SDE increments and the controlled drift all without a
     centre-of-mass component, so a molecule's centre of mass stays where the source put it), D for toys.
     """
@@ -167,7 +168,7 @@ class ASBS:
         noise: EDMNoise,
         config: ASBSConfig,
         *,
-        source_std: float,
+        source_std: float | torch.Tensor,
         source_mean: torch.Tensor | None = None,
         cvs: CVSet | None = None,
         bias: WellTemperedBias | None = None,
@@ -187,10 +188,11 @@ class ASBS:
         self.atom_dim = atom_dim or self.dim
         if self.dim % self.atom_dim:
             raise ValueError(f"atom_dim: {atom_dim} does not divide D = {self.dim}")
-        if not source_std > 0:
-            raise ValueError(f"source_std: expected a positive std, got {source_std!r}")
-        self.source_std = float(source_std)
         kw = {"device": self.device, "dtype": dtype}
+        std = torch.as_tensor(source_std, **kw)
+        if std.shape not in ((), (self.dim,)) or not bool((std > 0).all()):
+            raise ValueError(f"source_std: expected a positive std, one or one per coordinate, got {source_std!r}")
+        self.source_std = std
         self.source_mean = torch.zeros(self.dim, **kw) if source_mean is None else source_mean.to(**kw).flatten()
         if self.source_mean.numel() != self.dim:
             raise ValueError(f"source_mean: expected {self.dim} values, got {self.source_mean.numel()}")
@@ -212,12 +214,15 @@ class ASBS:
         cvs: CVSet | None = None,
         atom_dim: int | None = None,
         generator: torch.Generator | None = None,
+        source_std: torch.Tensor | None = None,
     ) -> ASBS:
         """The sampler of a `SamplerConfig` on `potential`: WT-ASBS with `bias` and `cvs` (build the bias with
-        `config.bias.build(...)` over the CVs' range), plain ASBS without."""
+        `config.bias.build(...)` over the CVs' range), plain ASBS without; `source_std`: a per-coordinate std (D,)
+        in place of the config's one value."""
+        std = config.source_std if source_std is None else source_std
         return cls(
-            potential, config.noise(), config.asbs, source_std=config.source_std, source_mean=source_mean, cvs=cvs,
-            bias=bias, atom_dim=atom_dim, generator=generator,
+            potential, config.noise(), config.asbs, source_std=std, source_mean=source_mean, cvs=cvs, bias=bias,
+            atom_dim=atom_dim, generator=generator,
         )  # fmt: skip
 
     # sampling -----------------------------------------------------------------------------------------

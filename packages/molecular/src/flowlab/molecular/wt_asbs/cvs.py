@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import torch
 
-__all__ = ["CVSet", "DistanceCV", "DistanceDifferenceCV", "LinearCV", "TorsionCV"]
+__all__ = ["CVSet", "DistanceCV", "DistanceDifferenceCV", "LinearCV", "PeriodicCoordinateCV", "TorsionCV"]
 
 
 def _atoms(x: torch.Tensor) -> torch.Tensor:
@@ -97,6 +97,27 @@ class LinearCV(_CV):
         if x.dim() != 2 or x.shape[1] != self.w.numel():
             raise ValueError(f"x: expected shape (B, {self.w.numel()}), got {tuple(x.shape)}")
         return x @ self.w.to(x)
+
+
+class PeriodicCoordinateCV(_CV):
+    """An angle stored as one coordinate of a normalised vector z: wrap(offset + scale * z[:, index]) into [-pi, pi)
+    (a torsion of `InternalPotential`'s z); periodic."""
+
+    periodic = True
+    period = (-math.pi, math.pi)
+
+    def __init__(self, index: int, scale: float, offset: float) -> None:
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise ValueError(f"index: expected a non-negative column, got {index!r}")
+        if not (math.isfinite(scale) and scale > 0):
+            raise ValueError(f"scale: expected a positive finite scale, got {scale!r}")
+        self.index, self.scale, self.offset = index, float(scale), float(offset)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, D) -> the wrapped angle (B,)."""
+        if x.dim() != 2 or x.shape[1] <= self.index:
+            raise ValueError(f"x: expected shape (B, D) with D > {self.index}, got {tuple(x.shape)}")
+        return torch.remainder(self.offset + self.scale * x[:, self.index] + math.pi, 2 * math.pi) - math.pi
 
 
 class CVSet:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm.auto import trange
 
 from flowlab.molecular.wt_asbs.aldp import PHI, PSI
 from flowlab.molecular.wt_asbs.bias import WellTemperedBias
@@ -78,13 +79,15 @@ def langevin(
 @dataclass(frozen=True)
 class MetadResult:
     """fes: (G, G) kJ/mol on the grid (None for plain MD); cvs: (N, 2) recorded (phi, psi); x: (N, 3 A) the
-    positions recorded with them, nm; energy_evals; seconds."""
+    positions recorded with them, nm; energy_evals; seconds; fes_history: (S, G, G) the FES after each
+    `fes_every` steps (None unless asked for), for a convergence check."""
 
     fes: np.ndarray | None
     cvs: np.ndarray
     x: np.ndarray
     energy_evals: int
     seconds: float
+    fes_history: np.ndarray | None = None
 
 
 def _openmm_seed(seed: int) -> int:
@@ -161,9 +164,14 @@ def openmm_wtmetad(
     record_every: int = 100,
     seed: int = 0,
     platform: str = "CPU",
+    fes_every: int | None = None,
+    progress: bool = False,
 ) -> MetadResult:
-    """OpenMM well-tempered metadynamics over (phi, psi), 2 fs LangevinMiddle, HBonds; FES from getFreeEnergy()."""
+    """OpenMM well-tempered metadynamics over (phi, psi), 2 fs LangevinMiddle, HBonds; FES from getFreeEnergy(),
+    also after every `fes_every` steps (a multiple of `record_every`) into `fes_history`; `progress`: a tqdm bar."""
     check_metad(steps=steps, bias_factor=bias_factor, height=height, record_every=record_every)
+    if fes_every is not None and (fes_every < record_every or fes_every % record_every):
+        raise ValueError(f"fes_every: expected a multiple of record_every={record_every}, got {fes_every!r}")
     from openmm import app, unit
 
     def metadynamics(system):
@@ -179,14 +187,19 @@ def openmm_wtmetad(
         prmtop, inpcrd, solvent=solvent, temperature=temperature, seed=seed, platform=platform, prepare=metadynamics
     )
     start = time.perf_counter()
-    recs, xs = [], []
-    for _ in range(steps // record_every):
+    recs, xs, history = [], [], []
+    for i in trange(steps // record_every, desc="WTMetaD", unit="record", disable=not progress, mininterval=10):
         meta.step(sim, record_every)
         recs.append(np.asarray(meta.getCollectiveVariables(sim)))
         xs.append(_positions(sim))
+        if fes_every is not None and ((i + 1) * record_every) % fes_every == 0:
+            history.append(np.asarray(meta.getFreeEnergy().value_in_unit(unit.kilojoule_per_mole)))
     fes = meta.getFreeEnergy().value_in_unit(unit.kilojoule_per_mole)
     seconds = time.perf_counter() - start
-    return MetadResult(fes=np.asarray(fes), cvs=np.stack(recs), x=np.stack(xs), energy_evals=steps, seconds=seconds)
+    return MetadResult(
+        fes=np.asarray(fes), cvs=np.stack(recs), x=np.stack(xs), energy_evals=steps, seconds=seconds,
+        fes_history=np.stack(history) if history else None,
+    )  # fmt: skip
 
 
 def openmm_md(
