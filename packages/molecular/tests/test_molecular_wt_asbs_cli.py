@@ -41,6 +41,27 @@ def test_cli_metad_then_evaluate(tmp_path, aldp_root):
     assert res.exit_code != 0 and "config.json" in res.output
 
 
+def test_cli_samples_aldp_on_internal_coordinates_and_exports_positions(tmp_path, monkeypatch, aldp_root):
+    """--variant cpu (here at the smoke size): the sampler works on internal coordinates, samples.pt holds Cartesian
+    positions whose torsions are the recorded CVs, and export writes them; cpu is aldp's alone."""
+    from flowlab.molecular.wt_asbs.benchmarks.aldp import ALDP
+    from flowlab.molecular.wt_asbs.cvs import TorsionCV
+
+    monkeypatch.setitem(ALDP.variants, "cpu", ALDP.variants["smoke"])
+    runner = CliRunner()
+    run = tmp_path / "aldp"
+    args = ["sample", "--system", "aldp", "--variant", "cpu", "--n", "8", "--out", str(run)]
+    res = runner.invoke(app, [*args, "--data-root", str(aldp_root)])
+    assert res.exit_code == 0, res.output
+    samples = torch.load(run / "samples.pt", weights_only=True)
+    assert samples["x"].shape == (8, 66)
+    torch.testing.assert_close(TorsionCV((4, 6, 8, 14))(samples["x"].double()), samples["cvs"][:, 0], atol=1e-4, rtol=0)
+    res = runner.invoke(app, ["export", str(run), "--out", str(tmp_path / "aldp.dcd"), "--data-root", str(aldp_root)])
+    assert res.exit_code == 0 and (tmp_path / "aldp.dcd").stat().st_size > 0, res.output
+    res = runner.invoke(app, ["sample", "--system", "four-well", "--variant", "cpu", "--out", str(tmp_path / "fw")])
+    assert res.exit_code != 0 and "quick|full" in res.output
+
+
 def test_cli_sample_then_evaluate_sn2(tmp_path, monkeypatch, tiny_sn2):
     monkeypatch.setitem(SN2.variants, "quick", tiny_sn2)
     runner = CliRunner()

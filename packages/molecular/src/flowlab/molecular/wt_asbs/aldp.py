@@ -29,6 +29,7 @@ __all__ = [
     "basin_df_from_fes",
     "basin_df_from_samples",
     "basins_visited",
+    "cv_source_std",
     "fes_from_samples",
     "internal_system",
     "torsion_bias",
@@ -80,6 +81,16 @@ def internal_system(
     pot = InternalPotential(potential, zmatrix, x_ref, overrides=dict.fromkeys(columns, torsion_scale))
     cvs = CVSet([PeriodicCoordinateCV(c, float(pot.scale[c]), float(pot.q_ref[c])) for c in columns])
     return pot, cvs
+
+
+def cv_source_std(potential: InternalPotential, cvs: CVSet, std: float, along_cvs: float | None) -> torch.Tensor | None:
+    """A source std per internal coordinate: `std` everywhere and `along_cvs` along the CVs' own columns, (d,); None
+    (the one value `std`) when `along_cvs` is None."""
+    if along_cvs is None:
+        return None
+    out = torch.full((potential.dim,), float(std))
+    out[[cv.index for cv in cvs.cvs]] = along_cvs
+    return out
 
 
 def basin_df_from_samples(phi_psi: np.ndarray, weights: np.ndarray | None, kT: float) -> dict[str, float]:

@@ -135,7 +135,9 @@ def sample(
     ] = None,
     bias: Annotated[str, typer.Option(help="on (WT-ASBS) | off (ASBS)")] = "on",
     out: Annotated[Path, typer.Option(help="run folder")] = Path("runs/wt_asbs"),
-    variant: Annotated[str, typer.Option(help="quick|full settings of the benchmark")] = "quick",
+    variant: Annotated[
+        str, typer.Option(help="quick|full settings of the benchmark; aldp also cpu (internal coordinates, d = 60)")
+    ] = "quick",
     n: Annotated[int, typer.Option(min=1, help="samples to draw after training")] = 2000,
     steps: Annotated[
         int | None,
@@ -157,7 +159,7 @@ def sample(
     import torch
 
     from flowlab.core.cli import claim_run_option, option_error
-    from flowlab.molecular.wt_asbs.aldp import PHI, PSI
+    from flowlab.molecular.wt_asbs.aldp import PHI, PSI, cv_source_std, internal_system
     from flowlab.molecular.wt_asbs.asbs import ASBS
     from flowlab.molecular.wt_asbs.benchmarks.aldp import ALDP
     from flowlab.molecular.wt_asbs.benchmarks.sn2 import SN2
@@ -167,11 +169,14 @@ def sample(
     from flowlab.molecular.wt_asbs.toys import make_toy, toy_bias, toy_cvs, toy_source_mean
 
     files = _user_files(system, positions, cv)
+    to_x = torch.as_tensor  # samples are positions, except on internal coordinates
     if bias not in ("on", "off"):
         raise typer.BadParameter(f"expected on|off, got {bias!r}", param_hint="--bias")
-    if variant not in ("quick", "full"):
-        raise typer.BadParameter(f"expected quick|full, got {variant!r}", param_hint="--variant")
     molecule = files is not None or system == "aldp"
+    choices = ("quick", "cpu", "full") if system == "aldp" else ("quick", "full")
+    if variant not in choices:
+        msg = f"expected {'|'.join(choices)} for --system {system}, got {variant!r}"
+        raise typer.BadParameter(msg, param_hint="--variant")
     cfg = (ALDP if molecule else {"sn2": SN2}.get(system, TOY)).variants[variant]
     sampler = cfg.sampler_for(system) if system in TOYS else cfg.sampler
     if steps is not None:
@@ -187,6 +192,10 @@ def sample(
         mol = _molecule(system_file, positions_file, torsions, solvent, cfg.workers)
         pot, cvs, wt = mol.potential, mol.cvs, dihedral_bias(sampler.bias, mol.potential.kT, len(mol.cvs))
         kw = {"source_mean": mol.positions[0].float(), "atom_dim": 3}
+        if cfg.coordinates == "internal":  # the cpu variant: the peptide on internal coordinates
+            pot, cvs = internal_system(mol.potential, mol.positions, cfg.torsion_scale)
+            kw = {"atom_dim": 1, "source_std": cv_source_std(pot, cvs, sampler.source_std, cfg.cv_source_std)}
+            to_x = pot.cartesian
         if files is not None:
             system = USER_SYSTEM
             user = {"system_file": str(system_file), "positions_file": str(positions_file),
@@ -213,7 +222,7 @@ def sample(
         _, x1 = model.sample(n)
     s = cvs(x1.double())
     v = wt(s).value if bias == "on" else torch.zeros(len(s), dtype=torch.float64)
-    torch.save({"x": x1, "cvs": s, "bias": v, **data}, out / "samples.pt")
+    torch.save({"x": to_x(x1.double()).to(x1.dtype), "cvs": s, "bias": v, **data}, out / "samples.pt")
     torch.save(model.state_dict(), out / "state.pt")
     config = {
         "method": "wt_asbs" if bias == "on" else "asbs",

@@ -192,8 +192,8 @@ ALDP_QUICK = replace(
     workers=1,
     md_steps=25000,
 )
-#: internal coordinates on 2 CPU cores (issue 38): WT-ASBS and plain ASBS, each about 20 minutes, against the
-#: converged 5 ns WTMetaD reference (built once, about 8 minutes) and 0.5 ns of plain MD
+#: internal coordinates on 2 CPU cores (issue 38): WT-ASBS and plain ASBS (23-24 min each with three seeds sharing
+#: two cores), against the converged 5 ns WTMetaD reference (built once, about 8 minutes) and 0.5 ns of plain MD
 ALDP_CPU = replace(
     ALDP_QUICK,
     sampler=SamplerConfig(

@@ -9,7 +9,13 @@ import time
 import torch
 
 from flowlab.core.bench import BenchContext
-from flowlab.molecular.wt_asbs.aldp import basin_df_from_samples, internal_system, torsion_bias, torsion_cvs
+from flowlab.molecular.wt_asbs.aldp import (
+    basin_df_from_samples,
+    cv_source_std,
+    internal_system,
+    torsion_bias,
+    torsion_cvs,
+)
 from flowlab.molecular.wt_asbs.aldp_reference import AldpReference, aldp_reference
 from flowlab.molecular.wt_asbs.asbs import ASBS
 from flowlab.molecular.wt_asbs.potentials import OpenMMPotential
@@ -27,9 +33,7 @@ def run_sampler(cfg, pot: OpenMMPotential, x_ref: torch.Tensor, seed: int, *, wt
     if cfg.coordinates == "internal":
         target, cvs = internal_system(pot, x_ref, cfg.torsion_scale)
         atom_dim, mean, to_x = 1, None, target.cartesian
-        if cfg.cv_source_std is not None:  # the source wide along phi and psi alone
-            std = torch.full((target.dim,), cfg.sampler.source_std)
-            std[[cv.index for cv in cvs.cvs]] = cfg.cv_source_std
+        std = cv_source_std(target, cvs, cfg.sampler.source_std, cfg.cv_source_std)
     else:
         target, cvs, atom_dim, mean, to_x = pot, torsion_cvs(), 3, x_ref[0], lambda x: x
     bias = torsion_bias(cfg.sampler.bias, kT) if wt else None
