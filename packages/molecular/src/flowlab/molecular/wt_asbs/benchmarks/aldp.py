@@ -95,10 +95,11 @@ def run_aldp(ctx: BenchContext) -> BenchResult:
     }
     ours.update(basin_df_from_samples(phi_psi, w.numpy(), kT))
     ours.update({f"dF_bias_{k[3:]}": v for k, v in basin_df_from_fes(f_ours, kT).items()})
-    ours.update(path_estimate(run, kT))
     ours["dF_err_kT"] = df_error(ours, df_ref, kT)
     ours["dF_bias_err_kT"] = df_error(ours, df_ref, kT, prefix="dF_bias_")
-    ours["dF_path_err_kT"] = df_error(ours, df_ref, kT, prefix="dF_path_")
+    if run["path_w"] is not None:
+        ours.update(path_estimate(run, kT))
+        ours["dF_path_err_kT"] = df_error(ours, df_ref, kT, prefix="dF_path_")
     # FES RMSE (kT) of the bias estimate against the reference FES on its visited region (< 20 kT)
     f_meta = ref.fes - ref.fes.min()
     diff = (f_ours - f_meta)[f_meta < 20 * kT] / kT
@@ -117,9 +118,10 @@ def run_aldp(ctx: BenchContext) -> BenchResult:
         pp = plain_run["phi_psi"].numpy()
         plain_asbs = {"evals": float(plain_run["evals"]), "wall_s": plain_run["wall"], "basins": basins_visited(pp)}
         plain_asbs.update(basin_df_from_samples(pp, None, kT))
-        plain_asbs.update(path_estimate(plain_run, kT))
         plain_asbs["dF_err_kT"] = df_error(plain_asbs, df_ref, kT)
-        plain_asbs["dF_path_err_kT"] = df_error(plain_asbs, df_ref, kT, prefix="dF_path_")
+        if plain_run["path_w"] is not None:
+            plain_asbs.update(path_estimate(plain_run, kT))
+            plain_asbs["dF_path_err_kT"] = df_error(plain_asbs, df_ref, kT, prefix="dF_path_")
         plain_asbs.update(torsion_scores(ref.fes, kT, pp))
         baselines["ASBS"] = plain_asbs
     md = openmm_md(prmtop, inpcrd, steps=cfg.md_steps, solvent=cfg.solvent, seed=ctx.seed)

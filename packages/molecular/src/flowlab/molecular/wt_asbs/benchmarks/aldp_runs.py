@@ -26,8 +26,8 @@ __all__ = ["hill_check", "path_estimate", "reference", "run_sampler"]
 
 def run_sampler(cfg, pot: OpenMMPotential, x_ref: torch.Tensor, seed: int, *, wt: bool) -> dict:
     """Train (WT-)ASBS on the peptide in the variant's coordinates and draw n_eval samples with their path-space
-    weights: {"model", "log", "phi_psi": (N, 2), "x": (N, 66) nm, "path_w": (N,) normalised, "evals", "wall"}
-    (energy calls of this sampler alone, the weights' one per sample included)."""
+    weights on internal coordinates: {"model", "log", "phi_psi": (N, 2), "x": (N, 66) nm, "path_w": (N,) normalised
+    or None, "evals", "wall"} (energy calls of this sampler alone, the weights' one per sample included)."""
     kT, evals0, start = pot.kT, pot.n_evals, time.perf_counter()
     std = None
     if cfg.coordinates == "internal":
@@ -42,9 +42,13 @@ def run_sampler(cfg, pot: OpenMMPotential, x_ref: torch.Tensor, seed: int, *, wt
         generator=torch.Generator().manual_seed(seed), source_std=std,
     )  # fmt: skip
     log = model.train()
-    _, x1, log_w = model.sample_weighted(cfg.n_eval)
+    if cfg.coordinates == "internal":
+        _, x1, log_w = model.sample_weighted(cfg.n_eval)
+        path_w = torch.softmax(log_w, 0)
+    else:  # in 66-D Cartesian coordinates at CPU size the weights are degenerate (ESS 0.4 % on the quick variant)
+        (_, x1), path_w = model.sample(cfg.n_eval), None
     s = cvs(x1.double())
-    return {"model": model, "log": log, "phi_psi": s, "x": to_x(x1.double()), "path_w": torch.softmax(log_w, 0),
+    return {"model": model, "log": log, "phi_psi": s, "x": to_x(x1.double()), "path_w": path_w,
             "evals": pot.n_evals - evals0, "wall": time.perf_counter() - start}  # fmt: skip
 
 
