@@ -101,3 +101,23 @@ def test_well_tempered_limit_on_a_1d_toy():
     mask = (free - free.min()) < 4.0  # the populated range
     diff = (bias.values - target)[mask]
     assert float((diff - diff.mean()).abs().max()) < 0.2
+
+
+def test_walls_add_a_harmonic_restraint_outside_their_interval_and_stay_off_the_grid():
+    """0.5 k (s - end)^2 beyond the interval, nothing inside it; hills and free_energy see only the grid; a wall
+    outside the grid, a missing interval or one on a periodic CV is an error naming `walls`."""
+    bias = WellTemperedBias(-0.3, 0.3, 61, sigma=0.01, height=1.0, bias_factor=5.0, kT=2.5, walls=((-0.2, 0.1),),
+                            wall_k=1e4)  # fmt: skip
+    s = torch.tensor([[-0.25], [0.0], [0.15]], dtype=torch.float64)
+    v = bias(s)
+    torch.testing.assert_close(v.value, torch.tensor([12.5, 0.0, 12.5], dtype=torch.float64))
+    torch.testing.assert_close(v.grad.ravel(), torch.tensor([-500.0, 0.0, 500.0], dtype=torch.float64))
+    bias.add_hills(torch.tensor([[0.0]], dtype=torch.float64))
+    free = bias.free_energy()
+    assert float(free.max() - free.min()) == pytest.approx(1.0 * 5.0 / 4.0, rel=1e-6)  # the hill alone
+    for walls in (((-0.4, 0.1),), ((-0.2, 0.1), (0.0, 0.1)), ((0.1, -0.2),)):
+        with pytest.raises(ValueError, match="walls"):
+            WellTemperedBias(-0.3, 0.3, 61, sigma=0.01, height=1.0, bias_factor=5.0, kT=2.5, walls=walls)
+    with pytest.raises(ValueError, match="walls"):
+        _bias2d(walls=((-1.0, 1.0), None))
+    assert _bias2d(walls=(None, None))(torch.zeros(1, 2, dtype=torch.float64)).value.item() == 0.0

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from flowlab.molecular.wt_asbs import CVSet, DistanceCV, DistanceDifferenceCV, TorsionCV
+from flowlab.molecular.wt_asbs.cvs import MappedCV
 
 
 def _random_rotation(g: torch.Generator) -> torch.Tensor:
@@ -42,3 +43,20 @@ def test_cvset_pullback_is_the_jacobian_transpose_product():
     cvs = CVSet([TorsionCV((0, 1, 2, 3)), DistanceCV(1, 3)])
     w = torch.randn(3, 2, generator=g, dtype=torch.float64)
     torch.testing.assert_close(cvs.pullback(x, w), torch.einsum("bk,bkd->bd", w, cvs.jacobian(x)))
+
+
+def test_mapped_cv_reads_a_positional_cv_through_the_map_with_its_jacobian(fd_grad):
+    """MappedCV(cv, f)(z) = cv(f(z)), its Jacobian by the chain rule (checked against finite differences), and the
+    periodicity of the CV it wraps."""
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(12, 12, generator=g, dtype=torch.float64)
+
+    def to_x(z: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(z @ a.T)
+
+    dd = DistanceDifferenceCV((0, 1), (1, 3))
+    mapped = MappedCV(dd, to_x)
+    z = torch.randn(4, 12, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(mapped(z), dd(to_x(z)))
+    torch.testing.assert_close(mapped.jacobian(z), fd_grad(mapped, z), atol=1e-6, rtol=1e-5)
+    assert not mapped.periodic and MappedCV(TorsionCV((0, 1, 2, 3)), to_x).periodic

@@ -3,8 +3,11 @@
 Hills G(s) = h exp(-|s - s_i|^2 / (2 sigma^2)) (minimum-image distance along periodic CVs) are added to a grid of
 V and to grids of dV/ds (analytic hill derivatives); V and dV/ds anywhere come from multilinear interpolation.
 Periodic axes hold `bins` nodes spanning [lo, hi) and wrap; bounded axes hold `bins` nodes on [lo, hi] and clamp
-(with zero gradient outside). Well-tempered heights: h_i = height exp(-V(s_i) / (k_B DeltaT)), DeltaT = T (gamma - 1),
-so V -> -(1 - 1/gamma) F + const and F(s) = -gamma / (gamma - 1) V(s).
+(with zero gradient outside). `walls` add harmonic walls 0.5 k (s - end)^2 beyond an interval of each bounded axis
+(PLUMED's LOWER_WALLS / UPPER_WALLS); put them well inside the grid, so that the hills deposited against a wall are
+on the grid (a clamped grid end with no room beyond it collects bias that pushes the CV out). Well-tempered heights:
+h_i = height exp(-V(s_i) / (k_B DeltaT)), DeltaT = T (gamma - 1), so V -> -(1 - 1/gamma) F + const and
+F(s) = -gamma / (gamma - 1) V(s).
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ def _per_axis(value, k: int, name: str) -> tuple:
 class WellTemperedBias:
     """V(s) on a (bins,)*K grid. kT: k_B T in energy units; bias_factor: gamma > 1; height, sigma per hill.
 
-    grid_min, grid_max, bins, periodic, sigma: one value or one per CV.
+    grid_min, grid_max, bins, periodic, sigma: one value or one per CV; walls: ((lower, upper), ...) one interval
+    per CV (periodic CVs take none: None in their place) with force constant `wall_k` (energy per CV unit squared),
+    or None. The walls are part of V (and so of any e^{V/kT} reweighting) but not of the grid or of `free_energy`.
     """
 
     def __init__(
@@ -52,6 +57,8 @@ class WellTemperedBias:
         bias_factor: float,
         kT: float,
         periodic: bool | Sequence[bool] = False,
+        walls: Sequence[Sequence[float] | None] | None = None,
+        wall_k: float = 1e5,
         dtype: torch.dtype = torch.float64,
         device: torch.device | str | None = None,
     ) -> None:
@@ -76,12 +83,37 @@ class WellTemperedBias:
         if not (isinstance(bias_factor, int | float) and bias_factor > 1):
             raise ValueError(f"bias_factor: expected gamma > 1, got {bias_factor!r}")
         self.height, self.kT, self.bias_factor = float(height), float(kT), float(bias_factor)
+        self.walls = None if walls is None else self._check_walls(walls, wall_k)
+        self.wall_k = float(wall_k)
         self.spacing = torch.stack(
             [(self.hi[a] - self.lo[a]) / (self.bins[a] if self.periodic[a] else self.bins[a] - 1) for a in range(k)]
         )
         self.values = torch.zeros(self.bins, dtype=dtype, device=device)
         self.grads = torch.zeros((k, *self.bins), dtype=dtype, device=device)
         self.n_hills = 0
+
+    def _check_walls(self, walls, wall_k: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """(lower (K,), upper (K,)) of the walls, +-inf on periodic axes; a ValueError names a bad spec."""
+        if not (isinstance(wall_k, int | float) and math.isfinite(wall_k) and wall_k > 0):
+            raise ValueError(f"wall_k: expected a positive force constant, got {wall_k!r}")
+        if len(walls) != self.k:
+            raise ValueError(f"walls: expected {self.k} intervals (one per CV), got {walls!r}")
+        lo, hi = [], []
+        for a, w in enumerate(walls):
+            if self.periodic[a] or w is None:
+                if not self.periodic[a] or w is not None:
+                    raise ValueError(f"walls: expected an interval for each bounded CV and None for periodic ones, "
+                                     f"got {walls!r}")  # fmt: skip
+                lo.append(-math.inf)
+                hi.append(math.inf)
+                continue
+            w_lo, w_hi = (float(v) for v in w)
+            if not (self.lo[a] <= w_lo < w_hi <= self.hi[a]):
+                raise ValueError(f"walls: expected lower < upper inside the grid [{float(self.lo[a])}, "
+                                 f"{float(self.hi[a])}], got {tuple(w)}")  # fmt: skip
+            lo.append(w_lo)
+            hi.append(w_hi)
+        return self.lo.new_tensor(lo), self.lo.new_tensor(hi)
 
     @property
     def nodes(self) -> list[torch.Tensor]:
@@ -167,7 +199,13 @@ class WellTemperedBias:
         corners = self._corners(s)
         value = self._interp(self.values, *corners)
         grad = torch.stack([self._interp(self.grads[a], *corners) for a in range(self.k)], dim=-1)
-        return BiasValue(value=value, grad=grad * self._inside.to(grad))
+        grad = grad * self._inside.to(grad)
+        if self.walls is not None:
+            lo, hi = self.walls
+            beyond = s - torch.maximum(torch.minimum(s, hi), lo)
+            value = value + 0.5 * self.wall_k * (beyond**2).sum(-1)
+            grad = grad + self.wall_k * beyond
+        return BiasValue(value=value, grad=grad)
 
     def free_energy(self, s: torch.Tensor | None = None) -> torch.Tensor:
         """F = -gamma / (gamma - 1) V, shifted to min 0, on the grid nodes: (bins,)*K, or at points s: (B, K) -> (B,)
@@ -192,12 +230,15 @@ class WellTemperedBias:
 @dataclass(frozen=True)
 class BiasConfig(Config):
     """A well-tempered bias's settings apart from its CV range: `bins` grid nodes per CV, hills of width `sigma` (CV
-    units) and initial `height` (energy units), bias factor gamma = `bias_factor`."""
+    units) and initial `height` (energy units), bias factor gamma = `bias_factor`, and `walls`: harmonic walls
+    (force constant `wall_k`, energy per CV unit squared) beyond one (lower, upper) interval per CV, or None."""
 
     bins: int
     sigma: float
     height: float
     bias_factor: float
+    walls: tuple[tuple[float, float], ...] | None = None
+    wall_k: float = 1e5
 
     def build(
         self,
@@ -210,5 +251,5 @@ class BiasConfig(Config):
         """An empty `WellTemperedBias` with these settings on [grid_min, grid_max] (one value or one per CV)."""
         return WellTemperedBias(
             grid_min, grid_max, self.bins, sigma=self.sigma, height=self.height, bias_factor=self.bias_factor, kT=kT,
-            periodic=periodic,
+            periodic=periodic, walls=self.walls, wall_k=self.wall_k,
         )  # fmt: skip

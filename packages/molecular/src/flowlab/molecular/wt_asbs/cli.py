@@ -136,7 +136,10 @@ def sample(
     bias: Annotated[str, typer.Option(help="on (WT-ASBS) | off (ASBS)")] = "on",
     out: Annotated[Path, typer.Option(help="run folder")] = Path("runs/wt_asbs"),
     variant: Annotated[
-        str, typer.Option(help="quick|full settings of the benchmark; aldp also cpu (internal coordinates, d = 60)")
+        str,
+        typer.Option(
+            help="quick|full settings of the benchmark; aldp and sn2 also cpu (internal coordinates, d = 60 and 12)"
+        ),
     ] = "quick",
     n: Annotated[int, typer.Option(min=1, help="samples to draw after training")] = 2000,
     steps: Annotated[
@@ -165,7 +168,8 @@ def sample(
     from flowlab.molecular.wt_asbs.benchmarks.sn2 import SN2
     from flowlab.molecular.wt_asbs.benchmarks.toy import TOY
     from flowlab.molecular.wt_asbs.dihedrals import cv_name, dihedral_bias
-    from flowlab.molecular.wt_asbs.sn2 import REACTANT, reaction_cv, sn2_potential
+    from flowlab.molecular.wt_asbs.sn2 import REACTANT, internal_source, reaction_cv, sn2_potential
+    from flowlab.molecular.wt_asbs.sn2 import internal_system as sn2_internal_system
     from flowlab.molecular.wt_asbs.toys import make_toy, toy_bias, toy_cvs, toy_source_mean
 
     files = _user_files(system, positions, cv)
@@ -173,7 +177,7 @@ def sample(
     if bias not in ("on", "off"):
         raise typer.BadParameter(f"expected on|off, got {bias!r}", param_hint="--bias")
     molecule = files is not None or system == "aldp"
-    choices = ("quick", "cpu", "full") if system == "aldp" else ("quick", "full")
+    choices = ("quick", "cpu", "full") if system in ("aldp", "sn2") else ("quick", "full")
     if variant not in choices:
         msg = f"expected {'|'.join(choices)} for --system {system}, got {variant!r}"
         raise typer.BadParameter(msg, param_hint="--variant")
@@ -204,6 +208,10 @@ def sample(
         pot, cvs = sn2_potential(workers=cfg.workers), reaction_cv()
         wt = sampler.bias.build(*cfg.grid_range, kT=pot.kT)
         kw = {"source_mean": REACTANT[0].float(), "atom_dim": 3}
+        if cfg.coordinates == "internal":  # the cpu variant: the complex on affine internal coordinates
+            pot, cvs = sn2_internal_system(pot, reaction_units=cfg.reaction_units)
+            mean, std = internal_source(pot, sampler.source_std, cfg.cv_source_std)
+            kw, to_x = {"source_mean": mean, "atom_dim": 1, "source_std": std}, pot.cartesian
     else:
         pot = make_toy(system)
         cvs, wt = toy_cvs(pot), toy_bias(pot, sampler.bias)

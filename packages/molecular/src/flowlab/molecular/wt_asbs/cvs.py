@@ -7,11 +7,11 @@ and `CVSet.pullback(x, dV_ds)` gives the forces -(dV/ds)(ds/dx) by one vector-Ja
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
-__all__ = ["CVSet", "DistanceCV", "DistanceDifferenceCV", "LinearCV", "PeriodicCoordinateCV", "TorsionCV"]
+__all__ = ["CVSet", "DistanceCV", "DistanceDifferenceCV", "LinearCV", "MappedCV", "PeriodicCoordinateCV", "TorsionCV"]
 
 
 def _atoms(x: torch.Tensor) -> torch.Tensor:
@@ -118,6 +118,19 @@ class PeriodicCoordinateCV(_CV):
         if x.dim() != 2 or x.shape[1] <= self.index:
             raise ValueError(f"x: expected shape (B, D) with D > {self.index}, got {tuple(x.shape)}")
         return torch.remainder(self.offset + self.scale * x[:, self.index] + math.pi, 2 * math.pi) - math.pi
+
+
+class MappedCV(_CV):
+    """A CV of positions read through a map from the sampler's coordinates: cv(to_x(z)) (the SN2 coordinate of an
+    `AffineInternalPotential`'s z, with to_x its `cartesian`); periodic as `cv` is."""
+
+    def __init__(self, cv: _CV, to_x: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        self.cv, self.to_x = cv, to_x
+        self.periodic, self.period = cv.periodic, cv.period
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, D) sampler coordinates -> the CV of to_x(x): (B,)."""
+        return self.cv(self.to_x(x))
 
 
 class CVSet:

@@ -17,12 +17,20 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
-from flowlab.molecular.wt_asbs.potentials import EnergyForces, Potential
+from flowlab.molecular.wt_asbs.potentials import EnergyForces, Potential, WrappedPotential
 
-__all__ = ["InternalPotential", "ZMatrix"]
+__all__ = [
+    "AffineInternalPotential",
+    "Coordinates",
+    "InternalPotential",
+    "ZMatrix",
+    "internal_energy",
+    "internal_hessian",
+]
 
 
 def _dihedral(p0, p1, p2, p3):
@@ -35,6 +43,52 @@ def _dihedral(p0, p1, p2, p3):
 def _angle(p0, p1, p2):
     u, v = p0 - p1, p2 - p1
     return torch.atan2(torch.linalg.cross(u, v).norm(dim=-1), (u * v).sum(-1))
+
+
+class Coordinates(Protocol):
+    """A map between Cartesian positions and 3N - 6 internal coordinates (`ZMatrix`, `AxisFrame`)."""
+
+    n_atoms: int
+
+    @property
+    def dim(self) -> int:
+        """3 N - 6."""
+        ...
+
+    def to_internal(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, 3N) -> q: (B, 3N - 6)."""
+        ...
+
+    def to_cartesian(self, q: torch.Tensor) -> torch.Tensor:
+        """q: (B, 3N - 6) -> x: (B, 3N) in the coordinates' own frame."""
+        ...
+
+    def log_jacobian(self, q: torch.Tensor) -> torch.Tensor:
+        """log |dx/dq| up to a constant: (B,)."""
+        ...
+
+
+def internal_energy(potential: Potential, coords: Coordinates, q: torch.Tensor) -> EnergyForces:
+    """U(q) = E(x(q)) - kT log |dx/dq| and -dU/dq for q: (B, d), float64; dU/dq = (dE/dx)(dx/dq) - kT dlogJ/dq by
+    one vector-Jacobian product (one energy call per configuration)."""
+    with torch.enable_grad():
+        qg = q.detach().requires_grad_(True)
+        x = coords.to_cartesian(qg)
+        ef = potential.energy_and_forces(x.detach())
+        surrogate = -(ef.forces.to(x) * x).sum() - potential.kT * coords.log_jacobian(qg).sum()
+        (grad_q,) = torch.autograd.grad(surrogate, qg)
+    energy = ef.energy.to(q) - potential.kT * coords.log_jacobian(q.detach())
+    return EnergyForces(energy=energy, forces=-grad_q)
+
+
+def internal_hessian(potential: Potential, coords: Coordinates, q: torch.Tensor, step: float = 1e-4) -> torch.Tensor:
+    """The Hessian of U (kJ/mol per q unit squared) at q: (d,) by central differences of -dU/dq (2 d energy calls),
+    symmetrised: (d, d)."""
+    d = len(q)
+    qs = torch.cat([q + step * torch.eye(d, dtype=q.dtype), q - step * torch.eye(d, dtype=q.dtype)])
+    f = internal_energy(potential, coords, qs).forces
+    h = -(f[:d] - f[d:]) / (2 * step)
+    return (h + h.T) / 2
 
 
 @dataclass(frozen=True)
@@ -156,7 +210,7 @@ class ZMatrix:
         return 2 * q[:, nb].log().sum(-1) + q[:, na].sin().log().sum(-1)
 
 
-class InternalPotential:
+class InternalPotential(WrappedPotential):
     """A Cartesian `potential` seen on normalised internal coordinates z = (q - q_ref) / scale (torsions wrapped
     into (-pi, pi] first), dim 3N - 6: U(z) = E(x(q(z))) - kT log |dx/dq|, whose Boltzmann density is the
     Cartesian one's, the rigid motions integrated out.
@@ -188,21 +242,12 @@ class InternalPotential:
         if self.scale.shape != (self.dim,) or not bool((self.scale > 0).all()):
             raise ValueError(f"scale: expected {self.dim} positive values, got shape {tuple(self.scale.shape)}")
 
-    @property
-    def n_evals(self) -> int:
-        """The Cartesian potential's energy calls (one per configuration)."""
-        return self.base.n_evals
-
-    @n_evals.setter
-    def n_evals(self, value: int) -> None:
-        self.base.n_evals = value
-
     def _hessian_scale(self, torsion_scale: tuple[float, float]) -> torch.Tensor:
         h = torch.tensor([1e-4] * (self.zmatrix.n_atoms - 1) + [1e-3] * (2 * self.zmatrix.n_atoms - 5)).double()
         q = self.q_ref[None].repeat(2 * self.dim + 1, 1)
         q[1 : self.dim + 1] += torch.diag(h)
         q[self.dim + 1 :] -= torch.diag(h)
-        u = self._energy_q(q).energy
+        u = internal_energy(self.base, self.zmatrix, q).energy
         curv = (u[1 : self.dim + 1] + u[self.dim + 1 :] - 2 * u[0]) / h**2
         std = (self.kT / curv.clamp_min(1e-12)).sqrt()
         nb, na, nt = self.zmatrix.slices()
@@ -227,20 +272,50 @@ class InternalPotential:
         """z: (B, 3N - 6) -> positions x: (B, 3N) nm (float64) in the Z-matrix frame."""
         return self.zmatrix.to_cartesian(self.q(z))
 
-    def _energy_q(self, q: torch.Tensor) -> EnergyForces:
-        with torch.enable_grad():
-            qg = q.detach().requires_grad_(True)
-            x = self.zmatrix.to_cartesian(qg)
-            ef = self.base.energy_and_forces(x.detach())
-            # U = E(x(q)) - kT log J(q); dU/dq = (dE/dx)(dx/dq) - kT dlogJ/dq by one vector-Jacobian product
-            surrogate = -(ef.forces.to(x) * x).sum() - self.kT * self.zmatrix.log_jacobian(qg).sum()
-            (grad_q,) = torch.autograd.grad(surrogate, qg)
-        energy = ef.energy.to(q) - self.kT * self.zmatrix.log_jacobian(q.detach())
-        return EnergyForces(energy=energy, forces=-grad_q)
-
     def energy_and_forces(self, z: torch.Tensor) -> EnergyForces:
         """z: (B, 3N - 6) -> U (B,) kJ/mol and -dU/dz (B, 3N - 6), in z's dtype; a non-finite E stays non-finite."""
         if z.dim() != 2 or z.shape[1] != self.dim:
             raise ValueError(f"z: expected shape (B, {self.dim}), got {tuple(z.shape)}")
-        ef = self._energy_q(self.q(z))
+        ef = internal_energy(self.base, self.zmatrix, self.q(z))
         return EnergyForces(energy=ef.energy.to(z), forces=(ef.forces * self.scale).to(z))
+
+
+class AffineInternalPotential(WrappedPotential):
+    """A Cartesian `potential` seen on affine coordinates z of internal coordinates q = origin + basis z (a basis
+    whose first column is a reaction direction and whose others whiten the Hessian, `sn2.internal_system`):
+    U(z) = E(x(q(z))) - kT log |dx/dq|, the rigid motions integrated out (the constant log |det basis| dropped).
+
+    coords: the internal coordinates (`AxisFrame`, `ZMatrix` without periodic wrapping); origin: (d,); basis:
+    (d, d) invertible.
+    """
+
+    def __init__(self, potential: Potential, coords: Coordinates, origin: torch.Tensor, basis: torch.Tensor) -> None:
+        d = coords.dim
+        if potential.dim != 3 * coords.n_atoms:
+            raise ValueError(f"coords: {coords.n_atoms} atoms, potential has D = {potential.dim}")
+        if origin.shape != (d,) or basis.shape != (d, d):
+            raise ValueError(f"origin, basis: expected shapes ({d},) and ({d}, {d}), got {tuple(origin.shape)}, "
+                             f"{tuple(basis.shape)}")  # fmt: skip
+        if torch.linalg.matrix_rank(basis.double()) < d:
+            raise ValueError("basis: expected an invertible matrix")
+        self.base, self.coords, self.kT, self.dim = potential, coords, potential.kT, d
+        self.origin, self.basis = origin.double().clone(), basis.double().clone()
+
+    def q(self, z: torch.Tensor) -> torch.Tensor:
+        """z: (B, d) -> q: (B, d), float64."""
+        return self.origin + z.double() @ self.basis.T
+
+    def z(self, x: torch.Tensor) -> torch.Tensor:
+        """Cartesian x: (B, 3N) -> z: (B, d), float64."""
+        return torch.linalg.solve(self.basis, (self.coords.to_internal(x.double()) - self.origin).T).T
+
+    def cartesian(self, z: torch.Tensor) -> torch.Tensor:
+        """z: (B, d) -> positions x: (B, 3N) nm (float64) in the coordinates' frame."""
+        return self.coords.to_cartesian(self.q(z))
+
+    def energy_and_forces(self, z: torch.Tensor) -> EnergyForces:
+        """z: (B, d) -> U (B,) kJ/mol and -dU/dz (B, d), in z's dtype; a non-finite E stays non-finite."""
+        if z.dim() != 2 or z.shape[1] != self.dim:
+            raise ValueError(f"z: expected shape (B, {self.dim}), got {tuple(z.shape)}")
+        ef = internal_energy(self.base, self.coords, self.q(z))
+        return EnergyForces(energy=ef.energy.to(z), forces=(ef.forces @ self.basis).to(z))

@@ -33,6 +33,7 @@ __all__ = [
     "Potential",
     "TBLitePotential",
     "ToyPotential",
+    "WrappedPotential",
     "kT_kjmol",
     "read_inpcrd",
     "read_pdb",
@@ -428,7 +429,23 @@ class TBLitePotential:
         return EnergyForces(energy=energy, forces=torch.as_tensor(np.stack([p[1] for p in parts]), **kw))
 
 
-class DistanceWalls:
+class WrappedPotential:
+    """A potential built on another one, `base`, whose energy calls (`n_evals`, readable and resettable) are its
+    own: the wrapper adds none."""
+
+    base: Potential
+
+    @property
+    def n_evals(self) -> int:
+        """The base potential's energy calls (one per configuration)."""
+        return self.base.n_evals
+
+    @n_evals.setter
+    def n_evals(self, value: int) -> None:
+        self.base.n_evals = value
+
+
+class DistanceWalls(WrappedPotential):
     """A molecular potential plus flat-bottom harmonic walls 0.5 k (d_ij - upper)^2 for d_ij > upper (kJ/mol, nm).
 
     walls: ((i, j, upper), ...) atom pairs and their upper distances (nm); they keep a gas-phase complex from
@@ -458,15 +475,6 @@ class DistanceWalls:
         if name in ("n_retried", "n_failed"):
             return getattr(self.base, name)
         raise AttributeError(name)
-
-    @property
-    def n_evals(self) -> int:
-        """The base potential's evaluation count (the walls add none)."""
-        return self.base.n_evals
-
-    @n_evals.setter
-    def n_evals(self, value: int) -> None:
-        self.base.n_evals = value
 
     def wall_energy(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, D) -> (B,) wall energy (kJ/mol)."""

@@ -3,28 +3,32 @@ Langevin; exact Delta F = 0 and an even PMF by symmetry."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace
+from typing import Literal
 
-import numpy as np
 import torch
 
 from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario
-from flowlab.molecular.wt_asbs.analysis import delta_f_from_pmf, delta_f_from_samples, fes_rmse, reweight
-from flowlab.molecular.wt_asbs.asbs import ASBS, ASBSConfig, SamplerConfig
-from flowlab.molecular.wt_asbs.benchmarks.common import CLIP_100_PER_ANGSTROM, WTASBSBench, sampler_seed
-from flowlab.molecular.wt_asbs.bias import BiasConfig, WellTemperedBias
-from flowlab.molecular.wt_asbs.reference import langevin
-from flowlab.molecular.wt_asbs.sn2 import REACTANT, WELLS, reaction_cv, sn2_potential, well_fractions
+from flowlab.molecular.wt_asbs.analysis import fes_rmse
+from flowlab.molecular.wt_asbs.asbs import ASBSConfig, SamplerConfig
+from flowlab.molecular.wt_asbs.benchmarks.common import CLIP_100_PER_ANGSTROM, WTASBSBench
+from flowlab.molecular.wt_asbs.benchmarks.sn2_runs import md_row, pmf_row, reference_row, sampler_rows
+from flowlab.molecular.wt_asbs.bias import BiasConfig
+from flowlab.molecular.wt_asbs.sn2 import NUMBERS, REACTANT, sn2_potential
+from flowlab.molecular.wt_asbs.sn2_reference import SN2ReferenceConfig, reference_artifact
+from flowlab.molecular.wt_asbs.trajectories import element_topology, write_trajectory
 
-__all__ = ["SN2", "SN2_FULL", "SN2_QUICK", "SN2Bench", "run_sn2"]
+__all__ = ["SN2", "SN2_CPU", "SN2_FULL", "SN2_QUICK", "SN2Bench", "run_sn2"]
 
 
 @dataclass(frozen=True)
 class SN2Bench(WTASBSBench):
-    """workers: tblite threads; grid_range: the bias grids' range of xi (nm); the Langevin references: `walkers`
-    walkers from the reactant complex, md_steps steps of md_dt (the first tenth burn-in), WTMetaD depositing md_bias
-    hills every md_deposit_every steps; pmf_cutoff (kT): where PMFs are compared."""
+    """workers: tblite threads; grid_range: the bias grids' range of xi (nm); the Langevin runs: `walkers` walkers
+    from the reactant complex, md_steps steps of md_dt (the first tenth burn-in), WTMetaD depositing md_bias hills
+    every md_deposit_every steps; pmf_cutoff (kT): where PMFs are compared; coordinates: the samplers' space
+    (Cartesian, D = 18, or `sn2.internal_system`'s d = 12 with the reactant at z_0 = -reaction_units and the source's
+    std along z_0 `cv_source_std`); reference: a converged WTMetaD run built once and cached (else WTMetaD runs here
+    for md_steps)."""
 
     workers: int
     grid_range: tuple[float, float]
@@ -34,101 +38,53 @@ class SN2Bench(WTASBSBench):
     md_bias: BiasConfig
     md_deposit_every: int
     pmf_cutoff: float
-
-
-def _sn2_row(pot, x: torch.Tensor, weights: torch.Tensor | None, *, evals: int, wall: float, e_min: float):
-    """Metrics of samples x: (N, 18) with optional weights (N,): wells visited, product share, Delta F error,
-    median energy above the minimum (kT; from at most 256 samples, not counted in `evals`), SCF failures."""
-    xi = reaction_cv()(x).ravel()
-    visited = well_fractions(xi)
-    sub = x[torch.linspace(0, len(x) - 1, min(len(x), 256)).long()]
-    return {
-        "basins": float(sum(v >= 0.01 for v in visited.values())),
-        "product_share": well_fractions(xi, weights)["product"],
-        "dF_err": abs(delta_f_from_samples(xi, WELLS["reactant"], WELLS["product"], weights=weights)),
-        "median_excess_energy_kT": float((pot.energy_and_forces(sub).energy.nanmedian() - e_min) / pot.kT),
-        "evals": float(evals),
-        "wall_s": wall,
-    }
-
-
-def _pmf_asymmetry(f: torch.Tensor, nodes: torch.Tensor, *, cutoff: float) -> float:
-    """RMSE (kT) between F(xi) and F(-xi) on the nodes where F <= cutoff. f, nodes: (G,), nodes symmetric about 0."""
-    if not torch.allclose(nodes, -nodes.flip(0), atol=1e-9):
-        raise ValueError("nodes: expected a grid symmetric about 0")
-    keep = (f <= cutoff) & (f.flip(0) <= cutoff)
-    return float(((f - f.flip(0))[keep] ** 2).mean().sqrt())
-
-
-def _bias_pmf_metrics(bias: WellTemperedBias, kT: float) -> tuple[torch.Tensor, dict[str, float]]:
-    """F / kT on the bias grid nodes: (G,), and Delta F error from F."""
-    nodes, f = bias.nodes[0], bias.free_energy() / kT
-    return f, {"dF_err_bias": abs(delta_f_from_pmf(f, nodes, WELLS["reactant"], WELLS["product"]))}
+    coordinates: Literal["cartesian", "internal"] = "cartesian"
+    reaction_units: float = 2.0
+    cv_source_std: float = 1.0
+    reference: SN2ReferenceConfig | None = None
 
 
 def run_sn2(ctx: BenchContext) -> BenchResult:
-    """WTMetaD (the reference) and plain Langevin, walkers in the reactant well, then WT-ASBS and ASBS (source at the
-    reactant complex), all on GFN2-xTB + walls at 300 K. The reaction is its own mirror image: exact Delta F = 0.
+    """The WTMetaD reference (cached, or Cartesian multiple-walker WTMetaD here) and plain Langevin, walkers in the
+    reactant well, then WT-ASBS and ASBS (source at the reactant complex), all on GFN2-xTB + walls at 300 K. The
+    reaction is its own mirror image: exact Delta F = 0.
 
     Per method: basins (wells holding >= 1 % of the unweighted samples), product_share (weighted), dF_err (|Delta F|
     from samples reweighted by the final bias, kT), median_excess_energy_kT (about 6 kT for Boltzmann samples: 12
-    internal modes), evals, wall_s, scf_retried / scf_failed. WTMetaD and WT-ASBS add dF_err_bias (from F =
-    -gamma/(gamma-1) V); WTMetaD pmf_asymmetry (RMSE of F(xi) - F(-xi), kT) and barrier_kT; WT-ASBS
-    pmf_rmse_vs_metad (after the best shift, where the reference F <= pmf_cutoff) and hills.
+    internal modes), evals, wall_s, scf_retried / scf_failed. WTMetaD and WT-ASBS add, from their PMF
+    F = -gamma/(gamma-1) V: dF_err_bias, barrier_kT and pmf_asymmetry (RMSE of F(xi) - F(-xi), kT); the cached
+    reference its drift over the last half of its snapshots; WT-ASBS pmf_rmse_vs_metad (after the best shift, where
+    the reference F <= pmf_cutoff), barrier_err_kT and hills. WT-ASBS's samples go to `wt_asbs_sn2_samples.xyz`.
     """
     cfg: SN2Bench = ctx.config
     pot = sn2_potential(workers=cfg.workers)
-    kT, cv = pot.kT, reaction_cv()
     e_min = float(pot.energy_and_forces(REACTANT).energy[0])
-    out: dict[str, dict[str, float]] = {}
 
     def counted(run):
         pot.n_evals = pot.base.n_retried = pot.base.n_failed = 0
-        row = run()
+        out = run()
+        row = out[0] if isinstance(out, tuple) else out
         row.update(scf_retried=float(pot.n_retried), scf_failed=float(pot.n_failed))
-        return row
+        return out
 
-    def md(bias):
-        res = langevin(
-            pot, REACTANT.repeat(cfg.walkers, 1), steps=cfg.md_steps, dt=cfg.md_dt, generator=ctx.generator,
-            cvs=cv if bias else None, bias=bias, deposit_every=cfg.md_deposit_every, record_every=10,
-            burn_in=cfg.md_steps // 10,
-        )  # fmt: skip
-        w = reweight(bias(cv(res.samples)).value, kT) if bias is not None else None
-        return _sn2_row(pot, res.samples, w, evals=res.energy_evals, wall=res.seconds, e_min=e_min)
-
-    metad = cfg.md_bias.build(*cfg.grid_range, kT=kT)
-    out["WTMetaD (Langevin)"] = counted(lambda: md(metad))
-    reference, extra = _bias_pmf_metrics(metad, kT)
-    nodes = metad.nodes[0]
-    well = reference[(nodes >= WELLS["reactant"][0]) & (nodes <= WELLS["reactant"][1])].min()
-    extra.update(
-        pmf_asymmetry=_pmf_asymmetry(reference, nodes, cutoff=cfg.pmf_cutoff),
-        barrier_kT=float(np.interp(0.0, nodes.numpy(), reference.numpy()) - well),
-    )
-    out["WTMetaD (Langevin)"].update(extra)
-    out["Langevin MD"] = counted(lambda: md(None))
+    metad, reference, nodes = counted(lambda: reference_row(cfg, ctx, pot, e_min=e_min))
+    out = {"WTMetaD (Langevin)": metad, "Langevin MD": counted(lambda: md_row(cfg, ctx, pot, None, e_min=e_min))}
     pmfs = {"WTMetaD (Langevin)": (nodes.tolist(), reference.clamp(max=25).tolist())}
-
-    def asbs(bias):
-        seed = sampler_seed(ctx.generator)
-        model = ASBS.from_config(
-            pot, cfg.sampler, source_mean=REACTANT[0].float(), cvs=cv if bias else None, bias=bias, atom_dim=3,
-            generator=torch.Generator().manual_seed(seed),
-        )  # fmt: skip
-        start = time.perf_counter()
-        model.train()
-        _, x1 = model.sample(cfg.n_eval)
-        wall, evals, x1 = time.perf_counter() - start, pot.n_evals, x1.double()
-        w = reweight(bias(cv(x1)).value, kT) if bias is not None else None
-        return _sn2_row(pot, x1, w, evals=evals, wall=wall, e_min=e_min)
-
-    wt = cfg.sampler.bias.build(*cfg.grid_range, kT=kT)
-    ours = counted(lambda: asbs(wt))
-    f, extra = _bias_pmf_metrics(wt, kT)
-    ours.update(extra, pmf_rmse_vs_metad=fes_rmse(f, reference, cutoff=cfg.pmf_cutoff), hills=float(wt.n_hills))
-    pmfs["WT-ASBS"] = (nodes.tolist(), f.clamp(max=25).tolist())
-    out["ASBS"] = counted(lambda: asbs(None))
+    runs = sampler_rows(cfg, ctx, pot, e_min=e_min, counted=counted)
+    ours, run = runs["WT-ASBS"]
+    bias = run["model"].bias
+    f = bias.free_energy() / pot.kT
+    ours.update(pmf_row(f, bias.nodes[0], cutoff=cfg.pmf_cutoff))
+    ours.update(
+        pmf_rmse_vs_metad=fes_rmse(f, reference, cutoff=cfg.pmf_cutoff), hills=float(bias.n_hills),
+        barrier_err_kT=abs(ours["barrier_kT"] - metad["barrier_kT"]),
+    )  # fmt: skip
+    pmfs["WT-ASBS"] = (bias.nodes[0].tolist(), f.clamp(max=25).tolist())
+    out["ASBS"] = runs["ASBS"][0]
+    ctx.out_dir.mkdir(parents=True, exist_ok=True)
+    write_trajectory(
+        run["x"].float(), ctx.out_dir / "wt_asbs_sn2_samples.xyz", topology=element_topology(NUMBERS, "SN2")
+    )
     curve = Curve(title="SN2 PMF along d(C-Cl_a) - d(C-Cl_b)", xlabel="xi (nm)", ylabel="F / kT", lines=pmfs)
     return BenchResult(metrics=ours, baselines=out, curves=[curve])
 
@@ -193,13 +149,58 @@ SN2_FULL = replace(
     walkers=16,
     md_steps=30000,
 )
+#: internal coordinates on 2 CPU cores (issue 38): the samplers on `sn2.internal_system`'s z (d = 12) with the
+#: source wide along the reaction line, a CV wall at the bias grid's ends, and the cached converged WTMetaD reference
+SN2_CPU = replace(
+    SN2_QUICK,
+    sampler=SamplerConfig(
+        asbs=ASBSConfig(
+            stages="ACACACACA",
+            adjoint_epochs=300,
+            corrector_epochs=100,
+            steps_per_epoch=30,
+            batch_size=128,
+            new_samples=128,
+            buffer_size=2048,
+            sde_steps=50,
+            skip_epochs=5,
+            lr=1e-3,
+            force_clip=50.0,
+        ),
+        bias=BiasConfig(bins=150, sigma=0.01, height=0.03, bias_factor=5.0, walls=((-0.2, 0.2),)),
+        sigma_max=1.5,
+        sigma_min=1e-3,
+        source_std=0.1,
+    ),
+    n_eval=2048,
+    md_steps=20000,
+    coordinates="internal",
+    reaction_units=2.0,
+    cv_source_std=1.0,
+    reference=SN2ReferenceConfig(),
+)
+#: toy size of the cpu variant's code path: internal coordinates and a cached tiny reference (8 walkers x 200 steps)
+SN2_CPU_SMOKE = replace(
+    SN2_CPU,
+    sampler=replace(SN2_CPU.sampler, asbs=SN2_SMOKE.sampler.asbs),
+    n_eval=16,
+    walkers=2,
+    md_steps=40,
+    reference=SN2ReferenceConfig(walkers=8, steps=200, fes_every=100),
+)
+
+
+def _requires(cfg: SN2Bench, device: torch.device) -> tuple:
+    """The cached WTMetaD reference of a variant that has one."""
+    return () if cfg.reference is None else (reference_artifact(cfg.reference),)
+
 
 SN2 = Scenario(
     name="mol.wt_asbs.sn2",
     package="mol",
     method="wt_asbs",
     run=run_sn2,
-    variants={"smoke": SN2_SMOKE, "quick": SN2_QUICK, "full": SN2_FULL},
+    variants={"smoke": SN2_CPU_SMOKE, "quick": SN2_QUICK, "cpu": SN2_CPU, "full": SN2_FULL},
     directions={
         "dF_err": "min",
         "dF_err_bias": "min",
@@ -207,9 +208,12 @@ SN2 = Scenario(
         "evals": "min",
         "wall_s": "min",
         "pmf_rmse_vs_metad": "min",
+        "barrier_err_kT": "min",
+        "pmf_asymmetry": "min",
     },
     tags=frozenset({"sampling", "free-energy", "tblite"}),
     description="Cl- + CH3Cl SN2 on GFN2-xTB (xi = d(C-Cl_a) - d(C-Cl_b)): WT-ASBS vs ASBS, WTMetaD and Langevin",
     # full: a guess, dominated by about 1M GFN2-xTB calls on the CPU (2 x 16 walkers x 30k Langevin steps)
-    expected_seconds={"smoke": 3, "quick": 100, "full": 2400},
+    expected_seconds={"smoke": 3, "quick": 100, "cpu": 1800, "full": 2400},
+    requires=_requires,
 )
