@@ -205,7 +205,7 @@ def sample(
             user = {"system_file": str(system_file), "positions_file": str(positions_file),
                     "cvs": [cv_name(t) for t in torsions], "solvent": solvent}  # fmt: skip
     elif system == "sn2":
-        pot, cvs = sn2_potential(workers=cfg.workers), reaction_cv()
+        pot, cvs = sn2_potential(workers=cfg.workers, wall_nm=cfg.wall_nm, wall_k=cfg.wall_k), reaction_cv()
         wt = sampler.bias.build(*cfg.grid_range, kT=pot.kT)
         kw = {"source_mean": REACTANT[0].float(), "atom_dim": 3}
         if cfg.coordinates == "internal":  # the cpu variant: the complex on affine internal coordinates

@@ -36,24 +36,27 @@ _CALLS_PER_SECOND = 700.0
 @dataclass(frozen=True)
 class SN2ReferenceConfig(Config):
     """walkers x steps overdamped Langevin steps of `dt` (internal units), each walker depositing a hill of `bias`
-    every `deposit_every` steps on a grid over xi in `grid_range` (nm); PMF snapshots every `fes_every` steps; tblite
-    `workers`, `seed`; the tblite version, part of the cache key."""
+    every `deposit_every` steps on a grid over xi in `grid_range` (nm); PMF snapshots every `fes_every` steps; the
+    C-Cl walls (`sn2_potential`'s wall_nm, wall_k); tblite `workers`, `seed`; the tblite version, part of the cache
+    key."""
 
     walkers: int = 32
-    steps: int = 12_000
+    steps: int = 10_000
     dt: float = 0.1
     bias: BiasConfig = field(default_factory=lambda: BiasConfig(bins=150, sigma=0.01, height=0.5, bias_factor=8.0,
                                                                 walls=((-0.2, 0.2),)))  # fmt: skip
     deposit_every: int = 10
     grid_range: tuple[float, float] = (-0.3, 0.3)
     fes_every: int = 1000
+    wall_nm: float = 0.32
+    wall_k: float = 5e4
     workers: int = 2
     seed: int = 12345
     tblite: str = field(default_factory=lambda: version("tblite"))
 
 
 def _build(cfg: SN2ReferenceConfig, folder: Path) -> None:
-    pot = sn2_potential(workers=cfg.workers)
+    pot = sn2_potential(workers=cfg.workers, wall_nm=cfg.wall_nm, wall_k=cfg.wall_k)
     ip, cvs = internal_system(pot, reaction_units=None)
     bias = cfg.bias.build(*cfg.grid_range, kT=pot.kT)
     z = ip.z(REACTANT).repeat(cfg.walkers, 1)

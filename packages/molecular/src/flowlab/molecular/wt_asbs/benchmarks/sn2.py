@@ -14,7 +14,7 @@ from flowlab.molecular.wt_asbs.asbs import ASBSConfig, SamplerConfig
 from flowlab.molecular.wt_asbs.benchmarks.common import CLIP_100_PER_ANGSTROM, WTASBSBench
 from flowlab.molecular.wt_asbs.benchmarks.sn2_runs import md_row, pmf_row, reference_row, sampler_rows
 from flowlab.molecular.wt_asbs.bias import BiasConfig
-from flowlab.molecular.wt_asbs.sn2 import NUMBERS, REACTANT, sn2_potential
+from flowlab.molecular.wt_asbs.sn2 import NUMBERS, REACTANT, WALL_NM, sn2_potential
 from flowlab.molecular.wt_asbs.sn2_reference import SN2ReferenceConfig, reference_artifact
 from flowlab.molecular.wt_asbs.trajectories import element_topology, write_trajectory
 
@@ -28,7 +28,7 @@ class SN2Bench(WTASBSBench):
     every md_deposit_every steps; pmf_cutoff (kT): where PMFs are compared; coordinates: the samplers' space
     (Cartesian, D = 18, or `sn2.internal_system`'s d = 12 with the reactant at z_0 = -reaction_units and the source's
     std along z_0 `cv_source_std`); reference: a converged WTMetaD run built once and cached (else WTMetaD runs here
-    for md_steps)."""
+    for md_steps); wall_nm, wall_k: the C-Cl walls of `sn2_potential`."""
 
     workers: int
     grid_range: tuple[float, float]
@@ -42,6 +42,8 @@ class SN2Bench(WTASBSBench):
     reaction_units: float = 2.0
     cv_source_std: float = 1.0
     reference: SN2ReferenceConfig | None = None
+    wall_nm: float = WALL_NM
+    wall_k: float = 5000.0
 
 
 def run_sn2(ctx: BenchContext) -> BenchResult:
@@ -57,7 +59,7 @@ def run_sn2(ctx: BenchContext) -> BenchResult:
     the reference F <= pmf_cutoff), barrier_err_kT and hills. WT-ASBS's samples go to `wt_asbs_sn2_samples.xyz`.
     """
     cfg: SN2Bench = ctx.config
-    pot = sn2_potential(workers=cfg.workers)
+    pot = sn2_potential(workers=cfg.workers, wall_nm=cfg.wall_nm, wall_k=cfg.wall_k)
     e_min = float(pot.energy_and_forces(REACTANT).energy[0])
 
     def counted(run):
@@ -173,11 +175,13 @@ SN2_CPU = replace(
         source_std=0.1,
     ),
     n_eval=2048,
-    md_steps=20000,
+    md_steps=5000,
     coordinates="internal",
     reaction_units=2.0,
     cv_source_std=1.0,
     reference=SN2ReferenceConfig(),
+    wall_nm=0.32,
+    wall_k=5e4,
 )
 #: toy size of the cpu variant's code path: internal coordinates and a cached tiny reference (8 walkers x 200 steps)
 SN2_CPU_SMOKE = replace(
