@@ -41,13 +41,13 @@ class SN2ReferenceConfig(Config):
     key."""
 
     walkers: int = 32
-    steps: int = 10_000
+    steps: int = 20_000
     dt: float = 0.1
-    bias: BiasConfig = field(default_factory=lambda: BiasConfig(bins=150, sigma=0.01, height=0.5, bias_factor=8.0,
+    bias: BiasConfig = field(default_factory=lambda: BiasConfig(bins=150, sigma=0.01, height=1.0, bias_factor=8.0,
                                                                 walls=((-0.2, 0.2),)))  # fmt: skip
     deposit_every: int = 10
     grid_range: tuple[float, float] = (-0.3, 0.3)
-    fes_every: int = 1000
+    fes_every: int = 2000
     wall_nm: float = 0.32
     wall_k: float = 5e4
     workers: int = 2

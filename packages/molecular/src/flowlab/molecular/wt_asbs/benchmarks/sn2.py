@@ -218,6 +218,6 @@ SN2 = Scenario(
     tags=frozenset({"sampling", "free-energy", "tblite"}),
     description="Cl- + CH3Cl SN2 on GFN2-xTB (xi = d(C-Cl_a) - d(C-Cl_b)): WT-ASBS vs ASBS, WTMetaD and Langevin",
     # full: a guess, dominated by about 1M GFN2-xTB calls on the CPU (2 x 16 walkers x 30k Langevin steps)
-    expected_seconds={"smoke": 3, "quick": 100, "cpu": 1800, "full": 2400},
+    expected_seconds={"smoke": 5, "quick": 100, "cpu": 1500, "full": 2400},
     requires=_requires,
 )
