@@ -141,16 +141,6 @@ SN2_SMOKE = replace(
     walkers=2,
     md_steps=40,
 )
-SN2_FULL = replace(
-    SN2_QUICK,
-    sampler=replace(
-        SN2_QUICK.sampler,
-        asbs=replace(SN2_QUICK.sampler.asbs, stages="ACACACACA", adjoint_epochs=200, steps_per_epoch=100),
-    ),
-    n_eval=4096,
-    walkers=16,
-    md_steps=30000,
-)
 #: internal coordinates on 2 CPU cores (issue 38): the samplers on `sn2.internal_system`'s z (d = 12) with the
 #: source wide along the reaction line, a CV wall at the bias grid's ends, and the cached converged WTMetaD reference
 SN2_CPU = replace(
@@ -193,6 +183,29 @@ SN2_CPU_SMOKE = replace(
     reference=SN2ReferenceConfig(walkers=8, steps=200, fes_every=100),
 )
 
+#: GPU-sized (untested here): the cpu variant's system and reference with a five times longer curriculum, 512 new
+#: samples per epoch, 3x256 MLPs and 16 tblite workers (GFN2-xTB runs on the CPU cores: about 3.8M energy calls)
+SN2_FULL = replace(
+    SN2_CPU,
+    sampler=replace(
+        SN2_CPU.sampler,
+        asbs=replace(
+            SN2_CPU.sampler.asbs,
+            adjoint_epochs=1500,
+            corrector_epochs=500,
+            steps_per_epoch=50,
+            batch_size=512,
+            new_samples=512,
+            buffer_size=8192,
+            hidden=(256, 256, 256),
+        ),
+    ),
+    n_eval=8192,
+    workers=16,
+    walkers=16,
+    md_steps=30000,
+)
+
 
 def _requires(cfg: SN2Bench, device: torch.device) -> tuple:
     """The cached WTMetaD reference of a variant that has one."""
@@ -217,7 +230,7 @@ SN2 = Scenario(
     },
     tags=frozenset({"sampling", "free-energy", "tblite"}),
     description="Cl- + CH3Cl SN2 on GFN2-xTB (xi = d(C-Cl_a) - d(C-Cl_b)): WT-ASBS vs ASBS, WTMetaD and Langevin",
-    # full: a guess, dominated by about 1M GFN2-xTB calls on the CPU (2 x 16 walkers x 30k Langevin steps)
-    expected_seconds={"smoke": 5, "quick": 100, "cpu": 1500, "full": 2400},
+    # full: a guess for 16 cores, dominated by about 4M GFN2-xTB calls (the two samplers and 16 x 30k Langevin steps)
+    expected_seconds={"smoke": 5, "quick": 100, "cpu": 1500, "full": 3600},
     requires=_requires,
 )
