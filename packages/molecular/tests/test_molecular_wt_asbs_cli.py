@@ -75,6 +75,23 @@ def test_cli_sample_then_evaluate_sn2(tmp_path, monkeypatch, tiny_sn2):
     assert report["system"] == "sn2" and set(report["well_fractions"]) == {"reactant", "product"}
 
 
+def test_cli_samples_sn2_on_internal_coordinates_and_saves_positions(tmp_path, monkeypatch):
+    """--variant cpu (here at the smoke size): SN2 on its 12 internal coordinates, samples.pt holds positions whose
+    xi is the recorded CV, and they export as XYZ."""
+    from flowlab.molecular.wt_asbs.sn2 import reaction_cv
+
+    monkeypatch.setitem(SN2.variants, "cpu", SN2.variants["smoke"])
+    runner = CliRunner()
+    run = tmp_path / "sn2"
+    res = runner.invoke(app, ["sample", "--system", "sn2", "--variant", "cpu", "--n", "8", "--out", str(run)])
+    assert res.exit_code == 0, res.output
+    samples = torch.load(run / "samples.pt", weights_only=True)
+    assert samples["x"].shape == (8, 18) and samples["cvs"].shape == (8, 1)
+    torch.testing.assert_close(reaction_cv()(samples["x"].double()), samples["cvs"].double(), atol=1e-5, rtol=0)
+    res = runner.invoke(app, ["export", str(run), "--out", str(tmp_path / "sn2.xyz")])
+    assert res.exit_code == 0 and (tmp_path / "sn2.xyz").read_text().startswith("6\n"), res.output
+
+
 def test_cli_toy_sample_then_evaluate_with_each_weighting(tmp_path, monkeypatch):
     quick = TOY.variants["quick"]
     tiny = ASBSConfig(stages="AC", adjoint_epochs=2, corrector_epochs=1, steps_per_epoch=2, sde_steps=10,
