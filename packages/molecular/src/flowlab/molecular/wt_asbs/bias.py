@@ -202,7 +202,7 @@ class WellTemperedBias:
         grad = grad * self._inside.to(grad)
         if self.walls is not None:
             lo, hi = self.walls
-            beyond = s - torch.maximum(torch.minimum(s, hi), lo)
+            beyond = s - s.clamp(lo, hi)
             value = value + 0.5 * self.wall_k * (beyond**2).sum(-1)
             grad = grad + self.wall_k * beyond
         return BiasValue(value=value, grad=grad)

@@ -7,8 +7,8 @@ the two wells is 0 and the exact PMF is even in xi: both are checks that need no
 
 Flat-bottom walls on both C-Cl distances (0.35 nm) keep the chloride from leaving, so the PMF is defined on a bounded
 range. `internal_system` puts the complex on 12 affine internal coordinates: the first runs along the straight line
-from the reactant to the product complex in the body frame of the Cl...C...Cl axis (through the D3h saddle), the
-other eleven whiten the wells' Hessian in its orthogonal complement, and the mirror is a sign flip of single
+from the reactant to the product complex in the Cl...C...Cl axis frame (its midpoint a D3h-like geometry), the other
+eleven whiten the wells' Hessian in its orthogonal complement, and the mirror is a sign flip of single
 coordinates. This replaces the paper's UMA-based SN2 (gated weights); its numbers are not comparable with the paper's.
 """
 
@@ -107,9 +107,9 @@ def internal_system(
     0, and xi read off z.
 
     z_0 runs along the straight line from the reactant (z_0 = -reaction_units) to the product complex (+); None
-    scales it to the reactant well's harmonic width instead. z_1..z_11 whiten the Hessian of U (14 energy calls at
-    each complex), averaged over the two mirror-image wells and projected off the line, so that every z_k >= 1 has
-    unit variance in the harmonic well and the mirror only flips signs of single coordinates."""
+    scales it to the reactant well's harmonic width instead. z_1..z_11 whiten the Hessian of U (24 energy calls at
+    the reactant; the product's is its mirror image), averaged over the two wells and projected off the line, so that
+    every z_k alone has unit curvature (in kT) at either well and the mirror only flips signs of single coordinates."""
     q_r = FRAME.to_internal(REACTANT)[0]
     q_p = mirror_internal(q_r[None])[0]
     h = internal_hessian(potential, FRAME, q_r)
