@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -118,10 +119,11 @@ def test_list_fits_80_columns_and_marks_the_suites():
 
 
 def test_dry_run_prints_the_default_plan_and_runs_nothing(tmp_path):
-    res = flowlab("bench", "--dry-run", env={"FLOWLAB_CACHE": str(tmp_path / "cache")}, cwd=tmp_path)
+    res = flowlab("bench", "--dry-run", env={"FLOWLAB_CACHE": str(tmp_path / "cache"), "COLUMNS": "200"}, cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "plan: suite default" in res.stdout and "vision.watermark.e2e" in res.stdout
     assert "vision.digits_denoiser" in res.stdout and "build" in res.stdout  # a cold cache: the teacher is built
+    assert re.search(r"of it building artifacts: \d+ alone, then \d+ on \d+ worker", res.stdout)  # two-thread ones
     assert "crowd.envsocial.gc" not in res.stdout  # not a headline case
     assert "vision.kit.teachers" not in res.stdout  # infrastructure, not a method
     assert not (tmp_path / "results").exists() and not (tmp_path / "cache").exists()

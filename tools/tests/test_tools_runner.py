@@ -227,6 +227,24 @@ def test_missing_artifacts_build_side_by_side_one_thread_each_and_are_reused(tmp
     assert [r.message for r in build_artifacts(arts)] == ["cached", "cached"]
 
 
+@pytest.mark.skipif(available_cores() < 2, reason="side-by-side builds need two cores")
+def test_an_artifact_of_two_threads_builds_alone_in_this_process_before_the_one_thread_builds(tmp_path, monkeypatch):
+    (tmp_path / "where_builder.py").write_text(_WHERE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("FLOWLAB_CACHE", str(tmp_path / "cache"))
+    where = importlib.import_module("where_builder")
+    wide = Artifact("core.tiny_wide", build=where.build, config=where.Where(n=0), expected_seconds=0.5, threads=2)
+    arts = [Artifact(f"core.tiny_{n}", build=where.build, config=where.Where(n=n), expected_seconds=n)
+            for n in (1, 2)] + [wide]  # fmt: skip
+    started = []
+    rows = {r.name: r for r in build_artifacts(arts, on_start=lambda name, seed: started.append(name))}
+    assert started == ["core.tiny_wide", "core.tiny_2", "core.tiny_1"]  # alone first, though the shortest
+    seen = {n: json.loads((Path(r.config["path"]) / "where.json").read_text()) for n, r in rows.items()}
+    assert seen["core.tiny_wide"] == {"pid": os.getpid(), "threads": 2}
+    assert {seen[n]["threads"] for n in ("core.tiny_1", "core.tiny_2")} == {1}
+    assert os.getpid() not in {seen[n]["pid"] for n in ("core.tiny_1", "core.tiny_2")}
+
+
 def test_the_plan_estimates_builds_started_longest_first_on_the_first_free_worker():
     assert _makespan([1.0, 2.0, 2.0, 3.0], 2) == 4.0
     assert _makespan([5.0, 1.0], 1) == 6.0 and _makespan([5.0, 1.0], 4) == 5.0

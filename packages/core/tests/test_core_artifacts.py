@@ -105,6 +105,22 @@ def test_every_build_runs_on_one_thread_and_the_caller_keeps_its_own(tmp_path):
         torch.set_num_threads(before)
 
 
+def test_an_artifact_that_declares_two_threads_builds_on_two_under_its_own_key(tmp_path):
+    before = torch.get_num_threads()
+    one, two = (Artifact("core.test_threads", build=build_threads, config=Noise(), threads=n) for n in (1, 2))
+    assert one.key() != two.key()  # the thread count is part of the address: both entries live side by side
+    try:
+        torch.set_num_threads(1)
+        entry = ensure(two, root=tmp_path)
+        assert torch.load(entry.path / "x.pt", weights_only=True)["threads"] == 2 == entry.manifest["threads"]
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match=r"^threads: expected a positive int"):
+            Artifact("core.test_threads", build=build_threads, config=Noise(), threads=bad)
+
+
 def test_a_flipped_byte_is_rebuilt_with_a_warning_not_used(tmp_path):
     art = Artifact("core.test_noise", build=build_noise, config=Noise())
     entry = ensure(art, root=tmp_path)

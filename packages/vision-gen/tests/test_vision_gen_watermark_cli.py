@@ -59,7 +59,7 @@ def test_keygen_replaces_a_key_only_with_overwrite(tmp_path):
 
 class GaussianDigits(nn.Module):
     """The exact epsilon prediction of data N(0, 0.35^2 I) under the digits teacher's schedule (DiscreteVP.linear):
-    sigma x / (alpha^2 0.35^2 + sigma^2). It stands in for the trained teacher, whose build (about 14 min) a test
+    sigma x / (alpha^2 0.35^2 + sigma^2). It stands in for the trained teacher, whose build (about 9 min) a test
     cannot afford: sampling and DDIM inversion run as with the teacher and are exact up to discretisation, and the
     images (about 0.35 N(0, 1)) fit in [-1, 1]."""
 

@@ -8,14 +8,15 @@ and kept in a content-addressed cache under `$FLOWLAB_CACHE` (default `~/.cache/
 `build(config, folder)` writes the artifact's files into an empty folder. The cache key is the SHA-256 of the name,
 the builder (module and qualified name), the config (`to_dict()`), the SHA-256 of every input file, the format
 `version`, the torch version and the build's thread count: change any of them and the artifact is built anew beside
-the old entry. Every build runs on `BUILD_THREADS` (one) intra-op torch thread, wherever it runs: a CPU build's
-floating-point sums depend on how torch splits them over threads, so a fixed count makes an entry's bytes a function
-of its key (on one kind of CPU), not of the core count of the machine or process that happened to build it first, and
-lets the runner build several artifacts side by side, one per core. A build writes into a temporary folder and renames
-it into place with its manifest (build time and seconds, versions, config, seed, every file's SHA-256), so a reader
-sees a whole entry or none. Every load checks the files against the manifest: a corrupt entry is moved aside with a
-warning and built again. A lock file serialises builds of one key, so two processes asking for the same artifact build
-it once (the second waits, then reuses it). POSIX only (fcntl).
+the old entry. Every build runs on the artifact's fixed number of intra-op torch threads (`threads`, by default
+`BUILD_THREADS`, one), wherever it runs: a CPU build's floating-point sums depend on how torch splits them over
+threads, so a fixed count makes an entry's bytes a function of its key (on one kind of CPU), not of the core count of
+the machine or process that happened to build it first. One-thread builds let the runner build several artifacts side
+by side, one per core; an artifact that declares more threads is built alone. A build writes into a temporary folder
+and renames it into place with its manifest (build time and seconds, versions, config, seed, every file's SHA-256),
+so a reader sees a whole entry or none. Every load checks the files against the manifest: a corrupt entry is moved
+aside with a warning and built again. A lock file serialises builds of one key, so two processes asking for the same
+artifact build it once (the second waits, then reuses it). POSIX only (fcntl).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ __all__ = [
 
 ENV_VAR = "FLOWLAB_CACHE"
 MANIFEST = "manifest.json"
-#: the intra-op torch threads of every build (see the module docstring)
+#: the intra-op torch threads of a build unless its artifact declares others (see the module docstring)
 BUILD_THREADS = 1
 _NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")
 
@@ -95,7 +96,8 @@ class Artifact:
     """A named build product. `name`: dotted, `<pkg>.<what>` (e.g. "vision.digits_denoiser"); `build(config,
     folder)`: writes the files into `folder`; `config`: everything the build depends on (a `Config`, with its seed);
     `inputs`: data files whose contents enter the key; `version`: bump it when the files' format changes;
-    `expected_seconds`: the cold build time on the 2-core CPU machine, for the runner's plan."""
+    `expected_seconds`: the cold build time on the 2-core CPU machine, for the runner's plan; `threads`: the intra-op
+    torch threads the build runs on, whoever builds it (part of the key)."""
 
     name: str
     build: Callable[[Any, Path], None]
@@ -103,6 +105,7 @@ class Artifact:
     inputs: Sequence[Path] = ()
     version: int = 1
     expected_seconds: float = 60.0
+    threads: int = BUILD_THREADS
     description: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -116,6 +119,8 @@ class Artifact:
             raise ValueError(f"config: expected a flowlab.core.config.Config, got {type(self.config).__name__}")
         if isinstance(self.version, bool) or not isinstance(self.version, int) or self.version < 1:
             raise ValueError(f"version: expected a positive int, got {self.version!r}")
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or self.threads < 1:
+            raise ValueError(f"threads: expected a positive int, got {self.threads!r}")
 
     def key(self) -> str:
         """The content address: 16 hex digits of the SHA-256 described in the module docstring."""
@@ -132,7 +137,7 @@ class Artifact:
             "inputs": {Path(p).name: sha256_file(p) for p in self.inputs},
             "version": self.version,
             "torch": torch.__version__,
-            "threads": BUILD_THREADS,
+            "threads": self.threads,
         }
 
 
@@ -207,7 +212,7 @@ def _build(artifact: Artifact, folder: Path) -> CacheEntry:
     tmp = Path(tempfile.mkdtemp(prefix=f"{folder.name}.tmp-", dir=folder.parent))
     try:
         start = time.perf_counter()
-        with torch_threads(BUILD_THREADS):
+        with torch_threads(artifact.threads):
             artifact.build(artifact.config, tmp)
         seconds = time.perf_counter() - start
         files = {str(p.relative_to(tmp)): sha256_file(p) for p in sorted(tmp.rglob("*")) if p.is_file()}

@@ -80,8 +80,9 @@ def _makespan(seconds: list[float], workers: int) -> float:
 def print_plan(
     scenarios: list[Scenario], *, suite: str, seeds: list[int], jobs: int, device: torch.device
 ) -> tuple[float, int]:
-    """What will run, how long each is expected to take, which artifacts are cached and which will be built (side by
-    side, one per core); returns the expected wall seconds and how many artifacts build at a time."""
+    """What will run, how long each is expected to take, which artifacts are cached and which will be built (those
+    that declare several threads alone first, then the one-thread builds side by side, one per core); returns the
+    expected wall seconds and how many artifacts build at a time."""
     import torch
 
     from flowlab.core.artifacts import is_cached
@@ -92,10 +93,12 @@ def print_plan(
     variant = SUITES[suite]
     artifacts = required_artifacts(scenarios, variant, device)
     table = Table("", "name", "", "expected", title=f"plan: suite {suite} ({variant} variants)", title_justify="left")
-    to_build: list[float] = []
+    alone: list[float] = []  # several threads each: built one after another
+    to_build: list[float] = []  # one thread each: side by side
     for a in artifacts:
         cached = is_cached(a)
-        to_build += [] if cached else [a.expected_seconds]
+        if not cached:
+            (alone if a.threads > 1 else to_build).append(a.expected_seconds)
         table.add_row("artifact", a.name, "cached" if cached else "[yellow]build[/yellow]",
                       "–" if cached else _minutes(a.expected_seconds))  # fmt: skip
     run = 0.0
@@ -105,13 +108,23 @@ def print_plan(
                       _minutes(s.expected(variant) * len(seeds)))  # fmt: skip
     console.print(table)
     workers = build_workers(len(to_build))
-    build = _makespan(to_build, workers) if to_build else 0.0
+    build = sum(alone) + (_makespan(to_build, workers) if to_build else 0.0)
     total = build + run / jobs
+    building = ""
+    if build:
+        side = f"{len(to_build)} on {workers} worker(s)"
+        what = (
+            f"{len(alone)} alone, then {side}"
+            if alone and to_build
+            else f"{len(alone)} one after another"
+            if alone
+            else side
+        )
+        building = f" ({_minutes(build)} of it building artifacts: {what})"
     console.print(
         f"{len(scenarios)} scenario(s) x {len(seeds)} seed(s) on {device}, {jobs} job(s) of "
         f"{torch.get_num_threads() if jobs == 1 else max(1, available_cores() // jobs)} thread(s): about "
-        f"{_minutes(total)}"
-        + (f" ({_minutes(build)} of it building {len(to_build)} artifact(s), {workers} at a time)" if build else ""),
+        f"{_minutes(total)}{building}",
         highlight=False,
     )
     return total, workers

@@ -3,8 +3,9 @@ and the artifact builds, one per core.
 
 A case runs the same code in a worker as in the runner's own process (`run_one` with a seeded generator), so its
 seeded metrics do not depend on which process runs it, provided the scenario fixes its own thread count (the runner
-gives each worker `cores // N` threads; one process keeps torch's default). An artifact build always runs on one
-thread (`flowlab.core.artifacts.BUILD_THREADS`), so its bytes do not depend on where it ran either.
+gives each worker `cores // N` threads; one process keeps torch's default). An artifact build always runs on its
+artifact's threads (`Artifact.threads`; the runner sends only one-thread builds here), so its bytes do not depend on
+where it ran either.
 """
 
 from __future__ import annotations
@@ -60,8 +61,7 @@ class Build:
 
 
 def build_workers(missing: int, cores: int | None = None) -> int:
-    """Processes that build `missing` artifacts side by side: one per core (a build runs on one thread), at most one
-    per artifact."""
+    """Processes that build `missing` one-thread artifacts side by side: one per core, at most one per artifact."""
     cores = available_cores() if cores is None else cores
     return max(1, min(cores, missing))
 
@@ -145,6 +145,6 @@ def run_cases(
 def run_builds(
     builds: Iterable[Build], *, workers: int, on_start: Callable[[Build], None] | None = None
 ) -> Iterator[tuple[Build, dict[str, Any]]]:
-    """Yield (build, its row as JSON) as the builds finish, in `workers` spawned processes, started in the given
-    order (the runner gives the longest first)."""
+    """Yield (build, its row as JSON) as the builds finish, in `workers` spawned processes of one thread each, started
+    in the given order (the runner gives the longest first)."""
     yield from _in_workers(builds, _build, workers=workers, threads=1, on_start=on_start)

@@ -65,22 +65,23 @@ def build_artifacts(
     on_start: Callable[[str, int], None] | None = None,
 ) -> Iterator[Record]:
     """Every artifact's row (`build_artifact`), as each is ready: the cached ones checked here, then the missing
-    ones built longest first, side by side in `build_workers` processes when there are several cores and several
-    to build. A build's bytes do not depend on where it ran (it runs on one thread). `on_start(name, -1)` fires as
-    each starts."""
+    ones longest first: those that declare several threads here, one after another, then the one-thread builds side
+    by side in `build_workers` processes when there are several cores and several to build. A build's bytes do not
+    depend on where it ran (it runs on its artifact's threads). `on_start(name, -1)` fires as each starts."""
     versions = dict(versions or {})
-    cached, missing = [], []
+    cached, wide, narrow = [], [], []
     for artifact in artifacts:
-        (cached if is_cached(artifact) else missing).append(artifact)
-    missing.sort(key=lambda a: -a.expected_seconds)
-    workers = build_workers(len(missing))
-    for artifact in cached + (missing if workers == 1 else []):
+        (cached if is_cached(artifact) else wide if artifact.threads > 1 else narrow).append(artifact)
+    wide.sort(key=lambda a: -a.expected_seconds)
+    narrow.sort(key=lambda a: -a.expected_seconds)
+    workers = build_workers(len(narrow))
+    for artifact in cached + wide + (narrow if workers == 1 else []):
         if on_start is not None:
             on_start(artifact.name, -1)
         yield build_artifact(artifact, versions=versions)
     if workers > 1:
         starting = None if on_start is None else (lambda build: on_start(build.artifact.name, -1))
-        builds = [Build(a, versions) for a in missing]
+        builds = [Build(a, versions) for a in narrow]
         for _, row in run_builds(builds, workers=workers, on_start=starting):
             yield Record(**row)
 

@@ -33,8 +33,8 @@ _DIGITS = "digits-teacher"
 #: the files `generate` writes beside its PNGs
 _GENERATED = ("latents.pt", "messages.pt", "nonces.pt")
 
-_MODEL_HELP = (f"{_DIGITS} (the kit's 16x16 digits UNet, trained into the artifact cache on first use: about 14 min on "
-               "one CPU thread, as every artifact builds) or a diffusers pipeline folder (save_pretrained; a pixel "
+_MODEL_HELP = (f"{_DIGITS} (the kit's 16x16 digits UNet, trained into the artifact cache on first use: about 9 min on "
+               "two CPU threads) or a diffusers pipeline folder (save_pretrained; a pixel "
                "UNet, or a latent one with its VAE and text encoder).")  # fmt: skip
 _IMAGES_HELP = "PNG files, one image each, of the model's image size."
 _STEPS_HELP = "DDIM inversion steps (trailing grid)."
