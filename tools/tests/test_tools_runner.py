@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import math
@@ -18,9 +19,9 @@ from flowlab.core.config import Config
 from flowlab.tools.bench.case import ratios
 from flowlab.tools.bench.command import _makespan
 from flowlab.tools.bench.discovery import SelectionError, discover, select
-from flowlab.tools.bench.jobs import available_cores
+from flowlab.tools.bench.jobs import available_cores, run_cases
 from flowlab.tools.bench.report import write_report
-from flowlab.tools.bench.runner import build_artifacts, run_all
+from flowlab.tools.bench.runner import build_artifacts, run_all, side_by_side
 
 
 @dataclass(frozen=True)
@@ -285,3 +286,43 @@ def test_jobs_two_give_the_seeded_metrics_of_one_process(tmp_path):
 
     assert len(parallel) == 4 and all(r.status == "ok" for r in parallel)
     assert seeded(serial) == seeded(parallel)
+
+
+def test_one_thread_scenarios_run_side_by_side_with_the_metrics_of_one_process(tmp_path, monkeypatch):
+    """core.gfm.torus pins one thread: with --jobs 1 its two seeds run in two one-thread workers, and every seeded
+    metric equals the one-process run's (the same scenario not declared single-threaded)."""
+    import flowlab.tools.bench.runner as runner
+
+    torus = next(s for s in discover().scenarios if s.name == "core.gfm.torus")
+    assert torus.single_thread
+    kwargs = {"seeds": [0, 1], "variant": "smoke", "device": torch.device("cpu"), "data_root": None}
+    serial = run_all([dataclasses.replace(torus, single_thread=False)], out_dir=tmp_path / "a", **kwargs)
+    calls = []
+
+    def spy(cases, **kw):
+        calls.append(([c.name for c in cases], kw["jobs"], kw["threads"]))
+        yield from run_cases(cases, **kw)
+
+    monkeypatch.setattr(runner, "run_cases", spy)
+    paired = run_all([torus], out_dir=tmp_path / "b", **kwargs)
+    expect = [] if available_cores() < 2 else [(["core.gfm.torus"] * 2, 2, 1)]
+    assert calls == expect
+
+    def seeded(records):
+        timing = ("_s", "ms_per_step", "step_cost")  # wall-clock readings differ between processes by nature
+        return {r.seed: {k: v for k, v in r.metrics.items() if not any(w in k for w in timing)} for r in records}
+
+    assert all(r.status == "ok" for r in paired) and seeded(serial) == seeded(paired) and len(seeded(paired)[0]) > 5
+
+
+def test_side_by_side_only_for_a_serial_cpu_run_of_two_one_thread_cases_or_more():
+    one = Scenario("core.one.case", "core", "one", run=lambda ctx: None, variants={"quick": Tiny(), "full": Tiny()},
+                   directions={}, single_thread=True)  # fmt: skip
+    other = dataclasses.replace(one, name="core.other.case", single_thread=False)
+    cpu = torch.device("cpu")
+    two = 2 if available_cores() >= 2 else 0
+    assert side_by_side([one, other], [0, 1], cpu, 1) == two
+    assert side_by_side([one, dataclasses.replace(one, name="core.one.again")], [0], cpu, 1) == two
+    assert side_by_side([one, other], [0], cpu, 1) == 0  # one case: nothing to pair
+    assert side_by_side([one], [0, 1], cpu, 2) == 0  # --jobs 2 runs every case in workers anyway
+    assert side_by_side([one], [0, 1], torch.device("cuda"), 1) == 0

@@ -145,7 +145,8 @@ class Scenario:
     runner's plan. `headline`: this is its method's headline case (the `default` suite; never for a scenario tagged
     `INFRASTRUCTURE`); `claim`: the paper's claim it checks, shown in the report's first table.
     `requires(config, device)`: the artifacts a variant uses on a device, which the runner builds once before any
-    scenario runs (each reported on its own row)."""
+    scenario runs (each reported on its own row). `single_thread`: on CPU every variant runs on one torch thread
+    throughout (the scenario pins it), so the runner may run it beside another such scenario, each on its own core."""
 
     name: str
     package: str
@@ -159,6 +160,7 @@ class Scenario:
     headline: bool = False
     claim: Claim | None = None
     requires: Callable[[Config, torch.device], Sequence[Artifact]] = _no_artifacts
+    single_thread: bool = False
 
     def __post_init__(self) -> None:
         parts = self.name.split(".")

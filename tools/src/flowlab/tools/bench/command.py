@@ -88,7 +88,7 @@ def print_plan(
     from flowlab.core.artifacts import is_cached
     from flowlab.core.bench import SUITES
     from flowlab.tools.bench.jobs import available_cores, build_workers
-    from flowlab.tools.bench.runner import required_artifacts
+    from flowlab.tools.bench.runner import required_artifacts, side_by_side
 
     variant = SUITES[suite]
     artifacts = required_artifacts(scenarios, variant, device)
@@ -102,14 +102,16 @@ def print_plan(
         table.add_row("artifact", a.name, "cached" if cached else "[yellow]build[/yellow]",
                       "–" if cached else _minutes(a.expected_seconds))  # fmt: skip
     run = 0.0
+    paired = side_by_side(scenarios, seeds, device, jobs)  # one-thread scenarios run side by side, first
+    beside = [s.expected(variant) for s in scenarios if paired and s.single_thread for _ in seeds]
     for s in scenarios:
-        run += s.expected(variant) * len(seeds)
+        run += 0.0 if paired and s.single_thread else s.expected(variant) * len(seeds)
         table.add_row("scenario", s.name, f"seeds {seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}",
                       _minutes(s.expected(variant) * len(seeds)))  # fmt: skip
     console.print(table)
     workers = build_workers(len(to_build))
     build = sum(alone) + (_makespan(to_build, workers) if to_build else 0.0)
-    total = build + run / jobs
+    total = build + run / jobs + (_makespan(beside, paired) if paired else 0.0)
     building = ""
     if build:
         side = f"{len(to_build)} on {workers} worker(s)"

@@ -135,11 +135,12 @@ def _in_workers(
 
 
 def run_cases(
-    cases: Iterable[Case], *, jobs: int, on_start: Callable[[Case], None] | None = None
+    cases: Iterable[Case], *, jobs: int, threads: int | None = None, on_start: Callable[[Case], None] | None = None
 ) -> Iterator[tuple[Case, dict[str, Any]]]:
-    """Yield (case, record as JSON) as the cases finish, in `jobs` spawned workers of cores // jobs threads each."""
-    yield from _in_workers(cases, _run_case, workers=jobs, threads=max(1, available_cores() // jobs),
-                           on_start=on_start)  # fmt: skip
+    """Yield (case, record as JSON) as the cases finish, in `jobs` spawned workers of `threads` torch threads each
+    (default cores // jobs)."""
+    threads = max(1, available_cores() // jobs) if threads is None else threads
+    yield from _in_workers(cases, _run_case, workers=jobs, threads=threads, on_start=on_start)
 
 
 def run_builds(

@@ -13,7 +13,7 @@ import torch
 from flowlab.core.artifacts import Artifact, CorruptArtifactWarning, ensure, is_cached
 from flowlab.core.bench import DataMissing, Scenario, warm_up_torch
 from flowlab.tools.bench.case import Record, run_one
-from flowlab.tools.bench.jobs import Build, Case, build_workers, run_builds, run_cases
+from flowlab.tools.bench.jobs import Build, Case, available_cores, build_workers, run_builds, run_cases
 
 
 def required_artifacts(scenarios: Sequence[Scenario], variant: str, device: torch.device) -> list[Artifact]:
@@ -86,6 +86,16 @@ def build_artifacts(
             yield Record(**row)
 
 
+def side_by_side(scenarios: Sequence[Scenario], seeds: Sequence[int], device: torch.device, jobs: int) -> int:
+    """How many worker processes run the `single_thread` scenarios' cases side by side, one thread each, when the
+    runner is otherwise serial (`jobs` 1, CPU, several cores, at least two such cases); 0: none (all serial)."""
+    cases = sum(len(seeds) for s in scenarios if s.single_thread)
+    if jobs != 1 or device.type != "cpu" or cases < 2:
+        return 0
+    workers = min(available_cores(), cases)
+    return workers if workers > 1 else 0
+
+
 def run_all(
     scenarios: Sequence[Scenario],
     *,
@@ -101,8 +111,10 @@ def run_all(
     on_record: Callable[[Record], None] | None = None,
 ) -> list[Record]:
     """Build the artifacts the scenarios need (a row each, `build_artifacts`), then run every (scenario, seed): in
-    this process for `jobs` 1, else in `jobs` spawned workers (see `jobs.run_cases`). `on_start(name, seed)` fires as
-    a case starts (seed -1 for an artifact), `on_record` as each row is ready; rows come in completion order."""
+    this process for `jobs` 1, else in `jobs` spawned workers (see `jobs.run_cases`). With `jobs` 1 the cases of
+    `single_thread` scenarios run first, side by side in one-thread workers (`side_by_side`). Seeded metrics are
+    those of one process either way. `on_start(name, seed)` fires as a case starts (seed -1 for an artifact),
+    `on_record` as each row is ready; rows come in completion order."""
     records: list[Record] = []
 
     def emit(rec: Record) -> None:
@@ -110,21 +122,27 @@ def run_all(
         if on_record is not None:
             on_record(rec)
 
+    def cases(chosen: Sequence[Scenario]) -> list[Case]:
+        return [Case(s.name, seed, variant, str(device), str(out_dir), None if data_root is None else str(data_root),
+                     dict(versions or {}), git_commit)
+                for s in chosen for seed in seeds]  # fmt: skip
+
     warm_up_torch()
     for row in build_artifacts(required_artifacts(scenarios, variant, device), versions=versions, on_start=on_start):
         emit(row)
+    starting = None if on_start is None else (lambda case: on_start(case.name, case.seed))
     if jobs > 1:
-        cases = [
-            Case(s.name, seed, variant, str(device), str(out_dir), None if data_root is None else str(data_root),
-                 dict(versions or {}), git_commit)
-            for s in scenarios
-            for seed in seeds
-        ]  # fmt: skip
-        starting = None if on_start is None else (lambda case: on_start(case.name, case.seed))
-        for _, row in run_cases(cases, jobs=jobs, on_start=starting):
+        for _, row in run_cases(cases(scenarios), jobs=jobs, on_start=starting):
             emit(Record(**row))
         return records
+    paired = side_by_side(scenarios, seeds, device, jobs)
+    if paired:
+        for _, row in run_cases(cases([s for s in scenarios if s.single_thread]), jobs=paired, threads=1,
+                                on_start=starting):  # fmt: skip
+            emit(Record(**row))
     for scenario in scenarios:
+        if paired and scenario.single_thread:
+            continue
         for seed in seeds:
             if on_start is not None:
                 on_start(scenario.name, seed)

@@ -166,6 +166,7 @@ SCENARIOS = tuple(
         variants={"smoke": replace(SMOKE, pde=pde), "quick": replace(QUICK, pde=pde), "full": replace(FULL, pde=pde)},
         directions=_DIRECTIONS,
         tags=frozenset({"ood", "likelihood", "pde"}),
+        single_thread=True,  # on CPU `run` holds one torch thread throughout
         description=f"Joint-likelihood certificate (JLBC) on 1-D {pde}: AUROC/ACC/FPR/Spearman per OOD family.",
         expected_seconds=_EXPECTED[pde],
         headline=pde == "heat",

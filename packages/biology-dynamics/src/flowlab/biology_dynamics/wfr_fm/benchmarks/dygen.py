@@ -66,6 +66,7 @@ SCENARIO = Scenario(
     expected_seconds=EXPECTED_SECONDS,
     directions=DIRECTIONS,
     tags=frozenset({"single_cell", "unbalanced_ot"}),
+    single_thread=True,  # `threads` is 1 in every variant
     headline=True,
     claim=CLAIM,
     description="Dyngen bifurcation (5-D, 5 times with shrinking and growing counts, δ=2).",

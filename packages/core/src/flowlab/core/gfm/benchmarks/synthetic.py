@@ -88,6 +88,7 @@ TORUS = Scenario(
     variants={"smoke": TORUS_SMOKE, "quick": TORUS_QUICK, "full": TORUS_FULL},
     directions=directions(("T2", "T7")),
     tags=frozenset({"manifold", "flow-map", "few-step"}),
+    single_thread=True,
     description="GFM vs RFM on wrapped-normal mixtures on T² (and T⁷ in full): MMD by NFE, KL to the exact density.",
     # quick: 62-99 s in three default runs of 2026-12-06 (75-78 s in RESULTS.md); full: a guess, 5 models x 100k
     # steps per torus at a few ms a step on one GPU
@@ -133,6 +134,7 @@ TORUS7 = Scenario(
     variants={"smoke": TORUS7_SMOKE, "quick": TORUS7_QUICK, "full": TORUS7_FULL},
     directions=directions(("T7",)),
     tags=frozenset({"manifold", "flow-map", "few-step"}),
+    single_thread=True,
     description="G-LSD (finite-difference time derivative) vs RFM on a 4-mode wrapped-normal mixture on T⁷ within "
     "10 CPU minutes a seed: MMD by NFE, KL, each objective's step cost against RFM's.",
     # quick: seed 0 alone took 1915 s on a 2-core machine whose RFM step is 4.0x the one the 10-minute budget was
@@ -149,6 +151,7 @@ HYPERBOLIC = Scenario(
     variants={"smoke": HYPERBOLIC_SMOKE, "quick": HYPERBOLIC_QUICK, "full": HYPERBOLIC_FULL},
     directions=directions(("disk",)),
     tags=frozenset({"manifold", "flow-map", "few-step"}),
+    single_thread=True,
     description="GFM vs RFM on a 6-component wrapped-normal mixture on the Poincaré disk: MMD by NFE, KL.",
     # quick: 117-121 s idle (RESULTS.md); full: a guess, 5 models x 100k steps at a few ms a step on one GPU
     expected_seconds={"smoke": 5, "quick": 125, "full": 2500},
