@@ -136,9 +136,9 @@ def run_all(
             emit(Record(**row))
         return records
     paired = side_by_side(scenarios, seeds, device, jobs)
-    if paired:
-        for _, row in run_cases(cases([s for s in scenarios if s.single_thread]), jobs=paired, threads=1,
-                                on_start=starting):  # fmt: skip
+    if paired:  # the longest first, as the plan's makespan assumes
+        alone = sorted((s for s in scenarios if s.single_thread), key=lambda s: -s.expected(variant))
+        for _, row in run_cases(cases(alone), jobs=paired, threads=1, on_start=starting):
             emit(Record(**row))
     for scenario in scenarios:
         if paired and scenario.single_thread:
