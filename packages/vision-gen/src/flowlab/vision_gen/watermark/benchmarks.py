@@ -147,7 +147,7 @@ E2E = Scenario(
     run=_e2e,
     variants={"smoke": E2E_SMOKE, "quick": E2E_QUICK, "full": E2E_FULL},
     # quick: with the teacher cached (55-74 s in three default runs of 2026-12-06 with eleven attacks, 72 s idle with
-    # rotation and regeneration added; its cold build, 504-549 s alone on two threads, is the artifact's own row);
+    # rotation and regeneration added; its cold build, 458-549 s alone on two threads, is the artifact's own row);
     # full: one GPU
     expected_seconds={"smoke": 10, "quick": 70, "full": 600},
     requires=_e2e_artifacts,
