@@ -14,6 +14,7 @@ from flowlab.core.artifacts import is_cached
 from flowlab.core.grids import trailing
 from flowlab.core.losses import ddpm_loss
 from flowlab.core.schedules import DiscreteVP
+from flowlab.core.threads import torch_threads
 from flowlab.vision_gen.kit import (
     SMALL_SUITE,
     DigitsDenoiserConfig,
@@ -143,8 +144,8 @@ def test_train_digits_denoiser_learns(arch):
 
 
 def test_digits_teacher_is_built_once_then_loaded_from_the_cache(tmp_path, monkeypatch):
-    """The shared teacher artifact: the first call trains (the same weights as training directly), the second
-    reads the checked cache entry; a new setting is a new entry beside it."""
+    """The shared teacher artifact: the first call trains (the same weights as training directly on the artifact's
+    two threads), the second reads the checked cache entry; a new setting is a new entry beside it."""
     monkeypatch.setenv("FLOWLAB_CACHE", str(tmp_path))
     config = DigitsDenoiserConfig(size=8, steps=6, batch_size=16, base_channels=8)
     assert not is_cached(digits_denoiser_artifact(config))
@@ -152,7 +153,9 @@ def test_digits_teacher_is_built_once_then_loaded_from_the_cache(tmp_path, monke
     assert is_cached(digits_denoiser_artifact(config))
     again = digits_denoiser(config)
     images = load_digits_images(8, split="train").x
-    direct = train_digits_denoiser(images, steps=6, batch_size=16, base_channels=8)
+    assert digits_denoiser_artifact(config).threads == 2
+    with torch_threads(2):
+        direct = train_digits_denoiser(images, steps=6, batch_size=16, base_channels=8)
     x = torch.randn(2, 1, 8, 8, generator=torch.Generator().manual_seed(2))
     a, b, c = generate(field, x, steps=3), generate(again, x, steps=3), generate(direct, x, steps=3)
     assert torch.equal(a, b) and torch.equal(a, c) and bool(torch.isfinite(invert_to_noise(field, a, steps=3)).all())
