@@ -115,13 +115,12 @@ def print_plan(
     building = ""
     if build:
         side = f"{len(to_build)} on {workers} worker(s)"
-        what = (
-            f"{len(alone)} alone, then {side}"
-            if alone and to_build
-            else f"{len(alone)} one after another"
-            if alone
-            else side
-        )
+        if alone and to_build:
+            what = f"{len(alone)} alone, then {side}"
+        elif alone:
+            what = f"{len(alone)} one after another"
+        else:
+            what = side
         building = f" ({_minutes(build)} of it building artifacts: {what})"
     console.print(
         f"{len(scenarios)} scenario(s) x {len(seeds)} seed(s) on {device}, {jobs} job(s) of "
