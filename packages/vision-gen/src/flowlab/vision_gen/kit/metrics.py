@@ -112,7 +112,7 @@ def feature_net_artifact(config: FeatureNetConfig | None = None) -> Artifact:
         config=config or FeatureNetConfig(),
         inputs=(digits_source(),),
         expected_seconds=0.2 * (config or FeatureNetConfig()).epochs,
-        threads=2,  # the two-thread bytes every published digits-FD was measured with
+        threads=2,  # the two-thread bytes behind the watermark's published digits-FDs (its 14605fd table)
         description="digits CNN whose 128-d features give the digits-FD",
     )
 

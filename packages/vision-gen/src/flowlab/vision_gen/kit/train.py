@@ -35,8 +35,8 @@ ARCHS = ("unet", "dit", "core_unet")
 #: seconds per training step of the 16x16 UNet with 32 base channels, batch 128, on the 2-core CPU machine's two
 #: threads, as the artifact builds (measured: 1500 steps in 458-549 s; 816 s on one thread beside another build)
 _STEP_SECONDS = 0.37
-#: the denoiser builds on two threads, alone: the longest build of the vision kit (a third faster than on one
-#: thread), with the bytes of the two-thread builds that the watermark's published tables came from
+#: the denoiser builds on two threads, alone: the longest build of the vision kit (458-549 s alone on two threads
+#: against 816 s on one beside another build), with the bytes behind the watermark's published tables
 _BUILD_THREADS = 2
 
 
