@@ -192,6 +192,13 @@ def train(
             "(core.gfm.torus7: 0.5 with --anchored)."
         ),
     ] = 0.0,
+    lsd_derivative: Annotated[
+        str,
+        typer.Option(
+            help="How G-LSD takes the map's time derivative: jvp (exact, forward mode) | fd (central difference) | "
+            "fd_forward (forward difference, two maps a row; core.gfm.torus7)."
+        ),
+    ] = "jvp",
     anchored: Annotated[
         bool,
         typer.Option(
@@ -213,9 +220,9 @@ def train(
 ) -> None:
     """Train a GFM (or the RFM baseline) and write model.pt + config.json into OUT. With --teacher the GFM distils
     from a trained run instead of from its own diagonal; `core.gfm.torus7`'s recipe is an RFM run as --teacher with
-    --anchored --warm-start --source-fraction 0.5 and the teacher's architecture. The same run again needs --resume
-    (OUT holds a checkpoint only at the end: a finished run is reloaded, a cut-short one trains again) or
-    --overwrite; a different run there is refused unless --overwrite."""
+    --anchored --warm-start --source-fraction 0.5 --lsd-derivative fd_forward and the teacher's architecture. The
+    same run again needs --resume (OUT holds a checkpoint only at the end: a finished run is reloaded, a cut-short
+    one trains again) or --overwrite; a different run there is refused unless --overwrite."""
     import torch
 
     from flowlab.core.cli import claim_run_option, device_option, option_error
@@ -228,7 +235,7 @@ def train(
         config = GFMConfig(
             objective=objective, steps=steps, batch_size=batch_size, hidden=widths, lr=lr,
             fourier_dim=fourier_dim, fourier_scale=fourier_scale, source_fraction=source_fraction,
-            distill="self" if teacher is None else "anchored" if anchored else "teacher",
+            lsd_derivative=lsd_derivative, distill="self" if teacher is None else "anchored" if anchored else "teacher",
         )  # fmt: skip
     except ValueError as err:
         raise option_error(err, {"distill": "--anchored" if anchored else "--teacher"}) from err

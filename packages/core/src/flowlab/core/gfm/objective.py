@@ -75,7 +75,8 @@ def gfm_loss(
 
     flow_map: a two-time map with `velocity` (e.g. `build_flow_map(...)`). `generator` (CPU) draws the times.
     See the module docstring for the objectives; `esd_stopgrad` is passed to `esd_loss` ("none" | "pushforward"),
-    `lsd_derivative` to `lsd_loss` as its `derivative` ("jvp" | "fd": ∂_t X by a central difference).
+    `lsd_derivative` to `lsd_loss` as its `derivative` ("jvp" | "fd" | "fd_forward": ∂_t X by a central or
+    forward difference).
     `teacher`: a frozen field `teacher(x=, t=)` for "lsd" and "esd" (module docstring; G-PSD's teacher would be a
     flow map making its half jumps, RFM and G-MF have no self-distillation target).
     The default differs from the spec's "pushforward", which diverged in training on volcano and T² (see README).

@@ -14,6 +14,7 @@ from flowlab.core.config import Config
 from flowlab.core.flowmaps import AnchoredFlowMap, ParametrisedFlowMap
 from flowlab.core.gfm.model import build_flow_map
 from flowlab.core.gfm.objective import OBJECTIVES, TEACHER_OBJECTIVES, gfm_loss
+from flowlab.core.losses.flow_map import LSD_DERIVATIVES
 from flowlab.core.manifolds.base import Manifold
 from flowlab.core.nets import seeded_init
 from flowlab.core.train import EMA, fit
@@ -65,7 +66,7 @@ class GFMConfig(Config):
             object.__setattr__(self, "hidden", tuple(self.hidden))
         super().__post_init__()
         check_choice(self.objective, OBJECTIVES, "objective")
-        check_choice(self.lsd_derivative, ("jvp", "fd"), "lsd_derivative")
+        check_choice(self.lsd_derivative, LSD_DERIVATIVES, "lsd_derivative")
         check_choice(self.distill, DISTILL, "distill")
         if self.distill != "self" and self.objective not in TEACHER_OBJECTIVES:
             raise ValueError(

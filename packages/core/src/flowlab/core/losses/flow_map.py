@@ -25,6 +25,7 @@ from flowlab.core.paths.base import PathSample
 from flowlab.core.validation import check_choice, check_tensor, check_time, expand_like
 
 __all__ = [
+    "LSD_DERIVATIVES",
     "MeanFlowTarget",
     "consistency_loss",
     "diagonal_fm_loss",
@@ -37,6 +38,8 @@ __all__ = [
 ]
 
 _REDUCTIONS = ("mean", "sum", "none")
+#: how `lsd_loss` takes ∂_t X: forward-mode JVP, central or forward finite difference
+LSD_DERIVATIVES = ("jvp", "fd", "fd_forward")
 
 
 def pseudo_huber(sq: torch.Tensor, dim: int, c: float | None = None) -> torch.Tensor:
@@ -98,17 +101,24 @@ def _teacher_velocity(flow_map: Any, teacher: Any, x: torch.Tensor, t: torch.Ten
         return teacher(x=x, t=t, **cond).detach()
 
 
-def _fd_time_derivative(flow_map, x_s, s, t, h, manifold, cond) -> tuple[torch.Tensor, torch.Tensor]:
-    """(X_{s,t}(x_s), its central-difference ∂_t) from the three end times (t, t + h, t − h), clamped to [s, 1], in
-    one `flow_map_ends` call: (B, ...) each."""
+def _fd_time_derivative(flow_map, x_s, s, t, h, manifold, cond, *, central: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(X_{s,t}(x_s), its finite-difference ∂_t) in one `flow_map_ends` call: (B, ...) each. Central: the end times
+    (t, t + h, t − h) clamped to [s, 1]; forward: (t, t + h), or near t = 1 the side of t inside [s, 1] with more
+    room (at most h)."""
     if not (math.isfinite(h) and 0 < h < 0.5):
         raise ValueError(f"fd_step: expected a step in (0, 0.5), got {h!r}")
-    upper, lower = (t + h).clamp_max(1.0), torch.maximum(t - h, s)
-    end, ahead, behind = flow_map_ends(flow_map, x=x_s, s=s, ts=(t, upper, lower), **cond)
-    width = expand_like(upper - lower, end)
-    if manifold is None:
-        return end, (ahead - behind) / width
-    return end, (manifold.logmap(end, ahead) - manifold.logmap(end, behind)) / width
+    if central:
+        upper, lower = (t + h).clamp_max(1.0), torch.maximum(t - h, s)
+        end, ahead, behind = flow_map_ends(flow_map, x=x_s, s=s, ts=(t, upper, lower), **cond)
+        width = expand_like(upper - lower, end)
+        if manifold is None:
+            return end, (ahead - behind) / width
+        return end, (manifold.logmap(end, ahead) - manifold.logmap(end, behind)) / width
+    ahead, behind = (1.0 - t).clamp(0.0, h), (t - s).clamp(0.0, h)  # the room on each side, at most h
+    other = torch.where(ahead >= behind, t + ahead, t - behind)
+    end, beside = flow_map_ends(flow_map, x=x_s, s=s, ts=(t, other), **cond)
+    width = expand_like(other - t, end)
+    return end, ((beside - end) if manifold is None else manifold.logmap(end, beside)) / width
 
 
 def lsd_loss(
@@ -132,16 +142,18 @@ def lsd_loss(
     - "jvp": one forward-mode JVP in t (exact);
     - "fd": a central difference (log_X X_{s,t+h} − log_X X_{s,t−h}) / 2h with h = `fd_step`, one-sided where
       t ± h leaves [s, 1], the three maps in one batched call: no forward-mode pass, and the backward runs through
-      plain forwards (error O(h²) plus float rounding of about 1e-7 / h).
+      plain forwards (error O(h²) plus float rounding of about 1e-7 / h);
+    - "fd_forward": the forward difference log_X X_{s,t+h} / h (near t = 1 the wider side of t inside [s, 1]), two
+      maps in one call, so a third fewer rows than "fd" (error O(h) plus the same rounding).
     """
     _check_map(flow_map)
-    check_choice(derivative, ("jvp", "fd"), "derivative")
+    check_choice(derivative, LSD_DERIVATIVES, "derivative")
     batch = check_flow_map_inputs(x_s, s, t, manifold=manifold, x_name="x_s", ordered=True)
     _check_options(manifold, reduction, weight, batch)
     if derivative == "jvp":
         end, d_end = _jvp(lambda tau: flow_map(x=x_s, s=s, t=tau, **cond), (t,), (torch.ones_like(t),))
     else:
-        end, d_end = _fd_time_derivative(flow_map, x_s, s, t, fd_step, manifold, cond)
+        end, d_end = _fd_time_derivative(flow_map, x_s, s, t, fd_step, manifold, cond, central=derivative == "fd")
     target = _teacher_velocity(flow_map, teacher, end.detach(), t, cond)
     return reduce_loss(_sq_norm(manifold, end, d_end - target), weight=weight, reduction=reduction)
 

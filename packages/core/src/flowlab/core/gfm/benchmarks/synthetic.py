@@ -98,14 +98,15 @@ TORUS = Scenario(
     claim=Claim("G-LSD's 1-NFE MMD at most 1/5 of RFM's (T²)", "T2/mmd_nfe1", "<=", 0.2, baseline="RFM"),
 )
 
-#: T⁷ at a CPU budget (issue 39): G-LSD with the finite-difference time derivative (`lsd_derivative="fd"`), an
-#: `AnchoredFlowMap` on the trained RFM model's field (`distill="anchored"`: diagonal, 100-NFE sampler and likelihood
-#: are RFM's) whose correction starts from RFM's step-TORUS7_WARM features with a zero head, half of its pairs
-#: starting at the source (`source_fraction=0.5`), the quick network trained TORUS7_STEPS steps in all; 2000 samples
-#: and test points. 1-NFE ratios 0.150 / 0.147 / 0.166 on seeds 0-2 (teacher-distilled 0.147 / 0.175 / 0.181 with KL
-#: 1.55-1.8x RFM's, self-distilled 0.178 / 0.204 / 0.227; RESULTS.md)
+#: T⁷ at a CPU budget (issue 39): G-LSD with the forward-difference time derivative (`lsd_derivative="fd_forward"`:
+#: two maps a row, 2.1-2.3x an RFM step against the central difference's 2.7x), an `AnchoredFlowMap` on the trained
+#: RFM model's field (`distill="anchored"`: diagonal, 100-NFE sampler and likelihood are RFM's) whose correction
+#: starts from RFM's step-TORUS7_WARM features with a zero head, half of its pairs starting at the source
+#: (`source_fraction=0.5`), the quick network trained TORUS7_STEPS steps in all; 2000 samples and test points.
+#: 1-NFE ratios 0.151 / 0.146 / 0.167 on seeds 0-2 (central difference 0.150 / 0.147 / 0.166; teacher-distilled
+#: 0.147 / 0.175 / 0.181 with KL 1.55-1.8x RFM's, self-distilled 0.178 / 0.204 / 0.227; RESULTS.md)
 TORUS7_STEPS, TORUS7_WARM = 60_000, 20_000
-TORUS7_RECIPE = {"lsd_derivative": "fd", "distill": "anchored", "source_fraction": 0.5}
+TORUS7_RECIPE = {"lsd_derivative": "fd_forward", "distill": "anchored", "source_fraction": 0.5}
 TORUS7_FULL = TorusBench(train=replace(FULL_TRAIN, lsd_derivative="fd"), dims=(7,), objectives=("lsd",))
 TORUS7_QUICK = replace(
     TORUS7_FULL,
@@ -135,11 +136,11 @@ TORUS7 = Scenario(
     directions=directions(("T7",)),
     tags=frozenset({"manifold", "flow-map", "few-step"}),
     single_thread=True,
-    description="G-LSD (finite-difference time derivative) vs RFM on a 4-mode wrapped-normal mixture on T⁷ within "
+    description="G-LSD (forward-difference time derivative) vs RFM on a 4-mode wrapped-normal mixture on T⁷ within "
     "10 CPU minutes a seed: MMD by NFE, KL, each objective's step cost against RFM's.",
-    # quick: seed 0 alone took 1915 s on a 2-core machine whose RFM step is 4.0x the one the 10-minute budget was
-    # set on, so about 480 s there (an estimate, RESULTS.md); full: the torus full's T⁷ share
-    expected_seconds={"smoke": 5, "quick": 480, "full": 5000},
+    # quick: 509-518 s a seed with two seeds side by side on the 2-core machine (RESULTS.md); full: the torus
+    # full's T⁷ share
+    expected_seconds={"smoke": 5, "quick": 520, "full": 5000},
     claim=Claim("G-LSD's 1-NFE MMD at most 1/5 of RFM's (T⁷)", "T7/mmd_nfe1", "<=", 0.2, baseline="RFM"),
 )
 
