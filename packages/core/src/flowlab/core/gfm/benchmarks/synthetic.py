@@ -138,9 +138,9 @@ TORUS7 = Scenario(
     single_thread=True,
     description="G-LSD (forward-difference time derivative) vs RFM on a 4-mode wrapped-normal mixture on T⁷ within "
     "10 CPU minutes a seed: MMD by NFE, KL, each objective's step cost against RFM's.",
-    # quick: 509-518 s a seed with two seeds side by side on the 2-core machine (RESULTS.md); full: the torus
-    # full's T⁷ share
-    expected_seconds={"smoke": 5, "quick": 520, "full": 5000},
+    # quick: 509-557 s a seed in two runs, two seeds side by side on the 2-core machine (RESULTS.md); full: the
+    # torus full's T⁷ share
+    expected_seconds={"smoke": 5, "quick": 540, "full": 5000},
     claim=Claim("G-LSD's 1-NFE MMD at most 1/5 of RFM's (T⁷)", "T7/mmd_nfe1", "<=", 0.2, baseline="RFM"),
 )
 
