@@ -11,6 +11,7 @@ from flowlab.core.schedules import DiscreteVP
 from flowlab.vision_gen.kit.attacks import (
     average_residual,
     forge,
+    inversion_pgd,
     parse_attack,
     pgd,
     regenerate,
@@ -19,7 +20,9 @@ from flowlab.vision_gen.kit.attacks import (
     straight_through,
 )
 from flowlab.vision_gen.kit.metrics import DigitsFeatureNet
+from flowlab.vision_gen.kit.nets import UNetField, tiny_unet
 from flowlab.vision_gen.kit.perceptual import digits_perceptual
+from flowlab.vision_gen.kit.sampling import invert_to_noise
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -121,3 +124,44 @@ def test_perceptual_distance_is_zero_on_equal_images_and_differentiable():
     assert loss > 0 and y.grad.abs().sum() > 0
     with pytest.raises(ValueError, match="x, y"):
         digits_perceptual(x, x[:, :, :8], net)
+
+
+def _tiny_field() -> UNetField:
+    torch.manual_seed(0)
+    return UNetField(tiny_unet(8, base_channels=8).eval(), schedule=DiscreteVP.linear())
+
+
+def test_the_differentiable_inversion_is_the_inversion_with_a_graph():
+    """invert_to_noise(differentiable=True) gives the inference-mode noise to the bit, with gradients back to the
+    images; the fixed-point (exact) inversion is refused with it."""
+    field, x = _tiny_field(), 2 * _images(3)[..., :8, :8] - 1
+    plain = invert_to_noise(field, x, steps=4)
+    leaf = x.clone().requires_grad_(True)
+    with torch.no_grad():  # the flag wins over a caller's no-grad block
+        graphed = invert_to_noise(field, leaf, steps=4, differentiable=True)
+    assert torch.equal(graphed.detach(), plain)
+    (grad,) = torch.autograd.grad(graphed.pow(2).sum(), leaf)
+    assert bool(torch.isfinite(grad).all()) and float(grad.abs().sum()) > 0
+    with pytest.raises(ValueError, match="exact"):
+        invert_to_noise(field, x, steps=4, exact=True, differentiable=True)
+
+
+def test_inversion_pgd_flips_recovered_noise_signs_more_than_random_signs_inside_the_ball():
+    """`inversion_pgd` stays in the L-infinity ball and [0, 1], and lowers the share of recovered-noise signs that
+    agree with the unattacked images' below what a random ±eps perturbation of the same size leaves; "pgd@eps"
+    resolves to it with a denoiser and is refused without one or outside (0, 1)."""
+    field, x = _tiny_field(), 0.25 + 0.5 * _images(8)[..., :8, :8]
+    eps = 0.01  # PGD leaves 0.70 of the signs, the random perturbation 0.83 (a random-weight UNet)
+
+    def agreement(images):
+        reference = invert_to_noise(field, 2 * x - 1, steps=10).sign()
+        return float((invert_to_noise(field, 2 * images - 1, steps=10).sign() == reference).float().mean())
+
+    adv = inversion_pgd(x, field, eps=eps)
+    signs = torch.randint(0, 2, x.shape, generator=torch.Generator().manual_seed(1)).float() * 2 - 1
+    assert float((adv - x).abs().max()) <= eps + 1e-6 and float(adv.min()) >= 0 and float(adv.max()) <= 1
+    assert agreement(adv) < agreement((x + eps * signs).clamp(0, 1)) - 0.08
+    assert torch.equal(resolve_attack(f"pgd@{eps}", denoiser=field)(x), adv)
+    for spec, kwargs in (("pgd@0.03", {}), ("pgd@1.5", {"denoiser": field}), ("pgd@x", {"denoiser": field})):
+        with pytest.raises(ValueError, match="denoiser" if not kwargs else "strength"):
+            resolve_attack(spec, **kwargs)

@@ -18,6 +18,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "average_residual",
             "compose",
             "forge",
+            "inversion_pgd",
             "parse_attack",
             "pgd",
             "regenerate",

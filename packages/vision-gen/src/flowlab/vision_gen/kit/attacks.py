@@ -23,6 +23,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from flowlab.vision_gen.kit.sampling import invert_to_noise
+
 __all__ = [
     "ATTACKS",
     "SMALL_SUITE",
@@ -31,6 +33,7 @@ __all__ = [
     "average_residual",
     "compose",
     "forge",
+    "inversion_pgd",
     "parse_attack",
     "pgd",
     "regenerate",
@@ -187,22 +190,27 @@ def resolve_attack(
 ) -> Callable[..., torch.Tensor]:
     """A spec of an evaluation table -> attack(x, *, generator=None) on (B, C, H, W) images in [0, 1]: "clean" (the
     identity), "regenerate@strength" (`regenerate` with `denoiser`, whose training images span [-data_range,
-    data_range]) or any registered attack (`parse_attack`)."""
+    data_range]), "pgd@eps" (`inversion_pgd` on `denoiser`: the PGD row of initial-noise watermarks; a scheme with
+    its own extractor, such as MOLM, runs `pgd` on it instead) or any registered attack (`parse_attack`)."""
     name, _, value = spec.partition("@")
     if spec == "clean":
         return lambda x, *, generator=None: x
-    if name != "regenerate":
+    if name not in ("regenerate", "pgd"):
         return parse_attack(spec)
     if denoiser is None:
-        raise ValueError("denoiser: the regeneration attack needs a digits diffusion model")
+        raise ValueError(f"denoiser: the {name} attack needs a digits diffusion model")
     try:
         strength = float(value)
     except ValueError as err:
         raise ValueError(f"strength: expected a number after '@' in {spec!r}") from err
     if not 0 < strength < 1:
-        raise ValueError(f"strength: regenerate expects a noise level in (0, 1), got {value!r}")
+        what = "an L-infinity radius" if name == "pgd" else "a noise level"
+        raise ValueError(f"strength: {name} expects {what} in (0, 1), got {value!r}")
 
     def attack(x: torch.Tensor, *, generator: torch.Generator | None = None) -> torch.Tensor:
+        if name == "pgd":
+            with torch.enable_grad():
+                return inversion_pgd(x, denoiser, eps=strength, data_range=data_range)
         return regenerate(x, denoiser, strength, data_range=data_range, generator=generator)
 
     attack.__name__ = spec
@@ -294,6 +302,29 @@ def regenerate(
     with torch.no_grad():
         x0_hat = (xt - sigma * denoiser(xt, t.to(x.dtype))) / alpha
     return ((x0_hat / data_range + 1) / 2).clamp(0, 1)
+
+
+def inversion_pgd(
+    x: torch.Tensor,
+    denoiser: torch.nn.Module,
+    *,
+    eps: float = 0.03,
+    steps: int = 10,
+    inversion_steps: int = 10,
+    data_range: float = 1.0,
+) -> torch.Tensor:
+    """PGD on the extractor of initial-noise watermarks (Gaussian Shading, Spherical, Tree-Ring), knowing the model
+    but not the key: `steps` signed-gradient steps (`pgd`) that push the noise an `inversion_steps`-step naive DDIM
+    inversion of `denoiser` recovers from the images against the signs it recovers from x, i.e. ascend
+    −mean(sign(n(x)) · n(x_adv)). x: (B, C, H, W) in [0, 1], mapped to [−data_range, data_range] for the model. The
+    short inversion is the attacker's cheaper surrogate for the detector's own (a transfer attack)."""
+
+    def noise(images: torch.Tensor, differentiable: bool) -> torch.Tensor:
+        model_space = (2 * images - 1) * data_range
+        return invert_to_noise(denoiser, model_space, steps=inversion_steps, differentiable=differentiable)
+
+    reference = noise(x, False).sign()
+    return pgd(x, lambda adv: -(reference * noise(adv, True)).mean(), eps=eps, steps=steps)
 
 
 def pgd(

@@ -30,11 +30,21 @@ def generate(field, x_init: torch.Tensor, *, steps: int = 50, method: str = "dpm
 
 
 def invert_to_noise(
-    field, images: torch.Tensor, *, steps: int = 50, method: str = "ddim", exact: bool = False, **cond
+    field,
+    images: torch.Tensor,
+    *,
+    steps: int = 50,
+    method: str = "ddim",
+    exact: bool = False,
+    differentiable: bool = False,
+    **cond,
 ) -> torch.Tensor:
-    """Recovered initial noise of `images` (B, C, H, W) at the data end of the grid (naive or exact inversion)."""
+    """Recovered initial noise of `images` (B, C, H, W) at the data end of the grid (naive or exact inversion).
+    differentiable=True keeps the autograd graph of the naive inversion back to `images` (for attacks on it)."""
+    if differentiable and exact:
+        raise ValueError("exact: the fixed-point inversion is not differentiable; use exact=False with differentiable")
     grid = trailing(field.schedule, steps, device=images.device)
-    ctx = torch.no_grad() if exact else torch.inference_mode()
+    ctx = torch.enable_grad() if differentiable else torch.no_grad() if exact else torch.inference_mode()
     with ctx:
         return invert(
             field,

@@ -33,10 +33,9 @@ from flowlab.vision_gen.watermark.tree_ring import TreeRing, TreeRingConfig
 
 __all__ = ["ATTACKS", "TEACHER", "run_e2e"]
 
-#: the attack table: the kit's small suite, then rotation and regeneration with the generating model itself (as in
-#: MOLM's table; its PGD row follows the gradient of a bit extractor, which here would run through the 50-step
-#: inversion: not built)
-ATTACKS = ("clean", *SMALL_SUITE, "rotate@10", "regenerate@0.2")
+#: the attack table: the kit's small suite, then rotation, regeneration and PGD with the generating model itself
+#: (as in MOLM's table; PGD follows the gradient of a 10-step inversion, `kit.attacks.inversion_pgd`)
+ATTACKS = ("clean", *SMALL_SUITE, "rotate@10", "regenerate@0.2", "pgd@0.03")
 
 #: the digits model of the quick e2e run and of the `flowlab watermark` image commands (one cached artifact)
 TEACHER = DigitsDenoiserConfig(size=16, data_range=0.75, steps=1500, dither=0.1)
