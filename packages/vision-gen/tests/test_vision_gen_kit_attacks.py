@@ -107,6 +107,7 @@ def test_pgd_increases_the_loss_inside_the_ball():
     adv = pgd(x, loss, eps=0.05, steps=5)
     with torch.no_grad():
         assert float(loss(adv)) > float(loss(x))
+        assert torch.equal(pgd(x, loss, eps=0.05, steps=5), adv)  # it turns gradients on inside a no-grad caller
     assert float((adv - x).abs().max()) <= 0.05 + 1e-6 and adv.min() >= 0 and adv.max() <= 1
     for bad, match in (({"eps": float("nan")}, "eps"), ({"steps": 0}, "steps")):
         with pytest.raises(ValueError, match=match):

@@ -9,8 +9,9 @@ Beyond the registered transforms: `straight_through(attack)` makes any attack us
 forward, the identity's gradient backward: straight-through JPEG); `average_residual` / `remove_residual` /
 `forge` are the averaging attack on k watermarked images of one key and its forgery; `regenerate` noises images
 and re-denoises them with an epsilon-prediction diffusion model; `pgd` pushes images up a loss (e.g. a watermark
-extractor's) inside an L-infinity ball. `resolve_attack` reads an evaluation table's spec ("clean", a registered
-attack or "regenerate@strength" with its model).
+extractor's) inside an L-infinity ball, and `inversion_pgd` is it against the noise a model's inversion recovers.
+`resolve_attack` reads an evaluation table's spec ("clean", a registered attack, or "regenerate@strength" and
+"pgd@eps" with their model).
 """
 
 from __future__ import annotations
@@ -209,8 +210,7 @@ def resolve_attack(
 
     def attack(x: torch.Tensor, *, generator: torch.Generator | None = None) -> torch.Tensor:
         if name == "pgd":
-            with torch.enable_grad():
-                return inversion_pgd(x, denoiser, eps=strength, data_range=data_range)
+            return inversion_pgd(x, denoiser, eps=strength, data_range=data_range)
         return regenerate(x, denoiser, strength, data_range=data_range, generator=generator)
 
     attack.__name__ = spec
@@ -337,7 +337,7 @@ def pgd(
 ) -> torch.Tensor:
     """Projected gradient ascent on `loss(images) -> scalar` from images x (B, C, H, W) in [0, 1], each step a
     signed-gradient move of `step_size` (default 2.5 eps / steps) projected onto the L-infinity ball of radius
-    `eps` around x and onto [0, 1]."""
+    `eps` around x and onto [0, 1]. Gradients are on inside, whatever the caller's grad mode."""
     if not (eps >= 0 and math.isfinite(eps)):
         raise ValueError(f"eps: expected a finite radius >= 0, got {eps!r}")
     if not (isinstance(steps, int) and steps >= 1):
@@ -347,6 +347,7 @@ def pgd(
     adv = x.clone()
     for _ in range(steps):
         adv.requires_grad_(True)
-        (grad,) = torch.autograd.grad(loss(adv), adv)
+        with torch.enable_grad():
+            (grad,) = torch.autograd.grad(loss(adv), adv)
         adv = (adv.detach() + size * grad.sign()).clamp(x - eps, x + eps).clamp(0, 1)
     return adv.detach()

@@ -99,7 +99,7 @@ TORUS = Scenario(
 )
 
 #: T⁷ at a CPU budget (issue 39): G-LSD with the forward-difference time derivative (`lsd_derivative="fd_forward"`:
-#: two maps a row, 2.1-2.3x an RFM step against the central difference's 2.7x), an `AnchoredFlowMap` on the trained
+#: two maps a row, 2.0-2.3x an RFM step against the central difference's 2.7x), an `AnchoredFlowMap` on the trained
 #: RFM model's field (`distill="anchored"`: diagonal, 100-NFE sampler and likelihood are RFM's) whose correction
 #: starts from RFM's step-TORUS7_WARM features with a zero head, half of its pairs starting at the source
 #: (`source_fraction=0.5`), the quick network trained TORUS7_STEPS steps in all; 2000 samples and test points.

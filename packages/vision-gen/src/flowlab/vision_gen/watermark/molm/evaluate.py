@@ -52,8 +52,7 @@ def _attack(spec: str, images: torch.Tensor, scheme: Scheme, denoiser, data_rang
     if name == "pgd":
         with torch.no_grad():
             target = (scheme.read(images) > 0).float()
-        with torch.enable_grad():
-            return pgd(images, lambda x: F.binary_cross_entropy_with_logits(scheme.read(x), target), eps=float(value))
+        return pgd(images, lambda x: F.binary_cross_entropy_with_logits(scheme.read(x), target), eps=float(value))
     attack = resolve_attack(spec, denoiser=denoiser, data_range=data_range)
     return attack(images, generator=torch.Generator().manual_seed(seed))
 
