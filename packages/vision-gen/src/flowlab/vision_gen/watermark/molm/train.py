@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -15,6 +16,9 @@ from flowlab.core.train import fit
 from flowlab.vision_gen.kit.metrics import DigitsFeatureNet
 from flowlab.vision_gen.watermark.molm.model import MolmModel, key_split, sample_keys
 from flowlab.vision_gen.watermark.molm.objective import forgery_loss, random_attack, watermark_loss
+
+if TYPE_CHECKING:
+    from flowlab.vision_gen.watermark.molm.baselines import WouafLite
 
 __all__ = ["TrainConfig", "train_molm"]
 
@@ -55,7 +59,9 @@ class TrainConfig(Config):
 class _Objective(nn.Module):
     """One forward for `fit`: (z, clean) batch -> (loss, logs)."""
 
-    def __init__(self, model: MolmModel, net: DigitsFeatureNet, parity: torch.Tensor, config: TrainConfig) -> None:
+    def __init__(
+        self, model: MolmModel | WouafLite, net: DigitsFeatureNet, parity: torch.Tensor, config: TrainConfig
+    ) -> None:
         super().__init__()
         self.model, self.net, self.config = model, net, config
         self.register_buffer("parity", parity)
@@ -75,7 +81,7 @@ class _Objective(nn.Module):
 
 
 def train_molm(
-    model: MolmModel,
+    model: MolmModel | WouafLite,
     latents: torch.Tensor,
     config: TrainConfig,
     net: DigitsFeatureNet,
@@ -84,7 +90,8 @@ def train_molm(
     ckpt_dir: str | os.PathLike[str] | None = None,
     progress: bool = False,
 ) -> dict[str, float]:
-    """Train `model`'s adapters and extractor on decoder latents (N, ...) -> the last logged metrics."""
+    """Train `model`'s adapters (or, for the WOUAF-style baseline, its mapping network) and extractor on decoder
+    latents (N, ...) -> the last logged metrics."""
     if not isinstance(latents, torch.Tensor) or latents.shape[0] < 1 or not bool(torch.isfinite(latents).all()):
         raise ValueError("latents: expected a finite (N, ...) tensor of decoder latents")
     model.to(device)

@@ -1,9 +1,10 @@
 """`vision.molm.digits` (the headline): MOLM's key-routed LoRA markers in the kit's frozen tiny digits decoder
-against a post-hoc HiDDeN-lite watermark and Stable-Signature-style per-key decoder fine-tuning, all trained with the
-same objective and training attacks and read through the same attack table (bit accuracy and TPR at 1 % FPR per
-attack, regeneration with the kit's digits diffusion model, PGD on each scheme's extractor), plus held-out vs
-training keys, the averaging attack and forgery, PSNR / SSIM and digits-FD, and the per-key training cost. Two
-jobs (MOLM; the baselines) run in parallel, one torch thread each."""
+against WOUAF-style weight modulation of the same frozen decoder, a post-hoc HiDDeN-lite watermark and
+Stable-Signature-style per-key decoder fine-tuning, all trained with the same objective and training attacks and
+read through the same attack table (bit accuracy and TPR at 1 % FPR per attack, regeneration with the kit's digits
+diffusion model, PGD on each scheme's extractor), plus held-out vs training keys (MOLM and WOUAF), the averaging
+attack and forgery, PSNR / SSIM and digits-FD, and the per-key training cost. Three jobs (MOLM; WOUAF; HiDDeN-lite
+and the per-key fine-tuning on its extractor) on two processes, one torch thread each."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from flowlab.vision_gen.kit.data import load_digits_images
 from flowlab.vision_gen.kit.metrics import digits_feature_net, feature_net_artifact
 from flowlab.vision_gen.kit.train import DigitsDenoiserConfig, digits_denoiser, digits_denoiser_artifact
 from flowlab.vision_gen.watermark.e2e import TEACHER
-from flowlab.vision_gen.watermark.molm.baselines import finetune_for_key, train_hidden
+from flowlab.vision_gen.watermark.molm.baselines import WouafLite, finetune_for_key, train_hidden
 from flowlab.vision_gen.watermark.molm.evaluate import (
     EVAL_ATTACKS,
     Scheme,
@@ -30,7 +31,7 @@ from flowlab.vision_gen.watermark.molm.evaluate import (
 from flowlab.vision_gen.watermark.molm.model import MolmConfig, MolmModel, key_split, sample_keys
 from flowlab.vision_gen.watermark.molm.train import TrainConfig, train_molm
 
-__all__ = ["DIGITS", "SCENARIOS", "DigitsBench"]
+__all__ = ["DIGITS", "DigitsBench", "digit_latents"]
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,8 @@ class DigitsBench(Config):
     """The frozen decoder of `autoencoder` (a kit artifact) carries `model`'s markers, trained by `train`; the
     baselines train by `hidden` (HiDDeN-lite) and `signature` (per-key fine-tuning); `n` test digits per attack of
     `attacks`, regenerated with the `denoiser` artifact; averaging and forgery with k in `avg_ks`, each over the first
-    `forge_keys` held-out keys (the per-key baseline: its one key); up to `workers` processes."""
+    `forge_keys` held-out keys (the per-key baseline: its one key); up to `workers` processes. The WOUAF-style
+    baseline trains by `train`, as MOLM does."""
 
     autoencoder: AutoencoderConfig
     model: MolmConfig
@@ -58,7 +60,8 @@ class DigitsBench(Config):
             raise ValueError(f"forge_keys: expected 1 <= forge_keys <= n = {self.n}, got {self.forge_keys!r}")
 
 
-def _latents(ae, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+def digit_latents(ae, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The autoencoder's latents (N, 4, 8, 8) of a digits split and their clean decodes (N, 1, 16, 16)."""
     x = load_digits_images(16, split=split).x
     with torch.no_grad():
         z = ae.encode(x).latent_dist.mode()
@@ -75,29 +78,37 @@ def _evaluate(scheme: Scheme, cfg: DigitsBench, data: dict, keys: torch.Tensor, 
     return row | quality_metrics(scheme, z, clean, keys)
 
 
+def _keyed(which: str, ae, cfg: DigitsBench, seed: int) -> MolmModel | WouafLite:
+    """A fresh key-routed generator on `ae`'s frozen decoder: MOLM's markers or the WOUAF-style modulation."""
+    torch.manual_seed(seed)
+    if which == "molm":
+        return MolmModel(ae.decoder, cfg.model)
+    return WouafLite(ae.decoder, cfg.model.key_bits, channels=cfg.model.channels, size=cfg.model.size,
+                     width=cfg.model.width)  # fmt: skip
+
+
 def _job(cfg: DigitsBench, seed: int, which: str) -> dict[str, dict[str, float]]:
     torch.set_num_threads(1)
     ae = tiny_autoencoder(cfg.autoencoder, device="cpu")
-    data = {split: _latents(ae, split) for split in ("train", "test")}
+    data = {split: digit_latents(ae, split) for split in ("train", "test")}
     net = digits_feature_net()
     bits = cfg.model.key_bits
     parity = key_split(bits, seed)
     held_out = sample_keys(cfg.n, parity, 1, generator=torch.Generator().manual_seed(seed + 1))
     key = held_out[0]
-    if which == "molm":
-        torch.manual_seed(seed)
-        model = MolmModel(ae.decoder, cfg.model)
+    if which in ("molm", "wouaf"):
+        model = _keyed(which, ae, cfg, seed)
         start = time.perf_counter()
         train_molm(model, data["train"][0], replace(cfg.train, seed=seed, split_seed=seed), net)
         seconds = time.perf_counter() - start
-        scheme = Scheme("molm", model.mark, model.extractor, bits)
+        scheme = Scheme(which, model.mark, model.extractor, bits)
         row = _evaluate(scheme, cfg, data, held_out, held_out[: cfg.forge_keys], seed)
         seen = sample_keys(cfg.n, parity, 0, generator=torch.Generator().manual_seed(seed + 2))
         seen_row = attack_metrics(scheme, *(t[: cfg.n] for t in data["test"]), seen, ("clean",), seed=seed)
         row |= {"train_keys_clean_bit_acc": seen_row["clean_bit_acc"],
                 "heldout_gap": abs(seen_row["clean_bit_acc"] - row["clean_bit_acc"]),
                 "train_seconds": seconds, "per_key_seconds": 0.0}  # fmt: skip
-        return {"molm": row}
+        return {which: row}
     start = time.perf_counter()
     hidden = train_hidden(data["train"][1], bits, replace(cfg.hidden, seed=seed), net)
     hidden_seconds = time.perf_counter() - start
@@ -115,7 +126,8 @@ def _job(cfg: DigitsBench, seed: int, which: str) -> dict[str, dict[str, float]]
 
 def run_digits(ctx: BenchContext) -> BenchResult:
     cfg: DigitsBench = ctx.config
-    outs = parallel_map(_job, [cfg] * 2, [ctx.seed] * 2, ["molm", "baselines"], workers=cfg.workers)
+    jobs = ("baselines", "molm", "wouaf")  # the longest first: MOLM then WOUAF share the other worker
+    outs = parallel_map(_job, [cfg] * 3, [ctx.seed] * 3, jobs, workers=cfg.workers)
     rows = {name: row for out in outs for name, row in out.items()}
     return BenchResult(
         metrics=rows.pop("molm"),
@@ -175,10 +187,10 @@ DIGITS = Scenario(
     method="molm",
     run=run_digits,
     variants={"smoke": _SMOKE, "quick": _QUICK, "full": _FULL},
-    # quick: 62-70 s measured on a clean clone, idle 2-core CPU, with the autoencoder (48 s cold), feature net and
-    # the digits teacher (about 6 min cold) cached;
-    # full: 16 adapters per block (16-bit keys), 20k steps, one GPU, about 40 minutes
-    expected_seconds={"smoke": 15, "quick": 70, "full": 2400},  # quick: 69-84 s measured (2026-12-06)
+    # quick: 108-117 s measured (2026-12-07; 62-84 s before the WOUAF job), idle 2-core CPU, with the autoencoder
+    # (48 s cold), feature net and the digits teacher (about 6 min cold) cached;
+    # full: 16 adapters per block (16-bit keys), 20k steps for MOLM and for WOUAF, one GPU, about 50 minutes (estimate)
+    expected_seconds={"smoke": 15, "quick": 115, "full": 3000},
     directions={name: "max" for name in _MAX} | {"heldout_gap": "min", "fd_marked": "min", "per_key_seconds": "min"},
     headline=True,
     claim=Claim(
@@ -189,9 +201,7 @@ DIGITS = Scenario(
     ),
     requires=_artifacts,
     description="Kit tiny digits autoencoder, decoder frozen; MOLM (4 blocks x 4 rank-4 LoRA adapters, 8-bit keys) "
-    "vs HiDDeN-lite post-hoc and Stable-Signature-style per-key fine-tuning; bit accuracy and TPR@1%FPR under "
-    "every attack (incl. regeneration and PGD), held-out keys, averaging / forgery, PSNR/SSIM, digits-FD, per-key "
-    "training seconds.",
+    "vs WOUAF-style weight modulation, HiDDeN-lite post-hoc and Stable-Signature-style per-key fine-tuning; bit "
+    "accuracy and TPR@1%FPR under every attack (incl. regeneration and PGD), held-out keys, averaging / forgery, "
+    "PSNR/SSIM, digits-FD, per-key training seconds.",
 )
-
-SCENARIOS = (DIGITS,)
