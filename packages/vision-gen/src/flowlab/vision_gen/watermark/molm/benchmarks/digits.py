@@ -3,24 +3,26 @@ against WOUAF-style weight modulation of the same frozen decoder, a post-hoc HiD
 Stable-Signature-style per-key decoder fine-tuning, all trained with the same objective and training attacks and
 read through the same attack table (bit accuracy and TPR at 1 % FPR per attack, regeneration with the kit's digits
 diffusion model, PGD on each scheme's extractor), plus held-out vs training keys (MOLM and WOUAF), the averaging
-attack and forgery, PSNR / SSIM and digits-FD, and the per-key training cost. Three jobs (MOLM; WOUAF; HiDDeN-lite
-and the per-key fine-tuning on its extractor) on two processes, one torch thread each."""
+attack and forgery, PSNR / SSIM and digits-FD, and the per-key training cost. Seven jobs (each scheme's training,
+then its evaluation; the per-key fine-tuning after HiDDeN-lite, whose extractor it uses) on two processes, one torch
+thread each."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 
-from flowlab.core.bench import BenchContext, BenchResult, Claim, Scenario, parallel_map
+from flowlab.core.bench import BenchContext, BenchResult, Claim, Job, Scenario, parallel_jobs
 from flowlab.core.config import Config
 from flowlab.vision_gen.kit.autoencoder import AutoencoderConfig, autoencoder_artifact, tiny_autoencoder
 from flowlab.vision_gen.kit.data import load_digits_images
 from flowlab.vision_gen.kit.metrics import digits_feature_net, feature_net_artifact
 from flowlab.vision_gen.kit.train import DigitsDenoiserConfig, digits_denoiser, digits_denoiser_artifact
 from flowlab.vision_gen.watermark.e2e import TEACHER
-from flowlab.vision_gen.watermark.molm.baselines import WouafLite, finetune_for_key, train_hidden
+from flowlab.vision_gen.watermark.molm.baselines import HiddenLite, WouafLite, finetune_for_key, train_hidden
 from flowlab.vision_gen.watermark.molm.evaluate import (
     EVAL_ATTACKS,
     Scheme,
@@ -87,48 +89,92 @@ def _keyed(which: str, ae, cfg: DigitsBench, seed: int) -> MolmModel | WouafLite
                      width=cfg.model.width)  # fmt: skip
 
 
-def _job(cfg: DigitsBench, seed: int, which: str) -> dict[str, dict[str, float]]:
+def _setup(cfg: DigitsBench, seed: int) -> tuple[Any, dict, torch.Tensor, torch.Tensor]:
+    """One job's start: one torch thread, a fresh autoencoder, both splits' latents and clean decodes, the key split's
+    parity and the held-out keys (n, M)."""
     torch.set_num_threads(1)
     ae = tiny_autoencoder(cfg.autoencoder, device="cpu")
     data = {split: digit_latents(ae, split) for split in ("train", "test")}
-    net = digits_feature_net()
-    bits = cfg.model.key_bits
-    parity = key_split(bits, seed)
-    held_out = sample_keys(cfg.n, parity, 1, generator=torch.Generator().manual_seed(seed + 1))
-    key = held_out[0]
-    if which in ("molm", "wouaf"):
-        model = _keyed(which, ae, cfg, seed)
-        start = time.perf_counter()
-        train_molm(model, data["train"][0], replace(cfg.train, seed=seed, split_seed=seed), net)
-        seconds = time.perf_counter() - start
-        scheme = Scheme(which, model.mark, model.extractor, bits)
-        row = _evaluate(scheme, cfg, data, held_out, held_out[: cfg.forge_keys], seed)
-        seen = sample_keys(cfg.n, parity, 0, generator=torch.Generator().manual_seed(seed + 2))
-        seen_row = attack_metrics(scheme, *(t[: cfg.n] for t in data["test"]), seen, ("clean",), seed=seed)
-        row |= {"train_keys_clean_bit_acc": seen_row["clean_bit_acc"],
-                "heldout_gap": abs(seen_row["clean_bit_acc"] - row["clean_bit_acc"]),
-                "train_seconds": seconds, "per_key_seconds": 0.0}  # fmt: skip
-        return {which: row}
+    parity = key_split(cfg.model.key_bits, seed)
+    return ae, data, parity, sample_keys(cfg.n, parity, 1, generator=torch.Generator().manual_seed(seed + 1))
+
+
+def _train_keyed(cfg: DigitsBench, seed: int, which: str) -> tuple[dict[str, torch.Tensor], float]:
+    """Train MOLM or WOUAF ("molm" / "wouaf") -> (its state dict, training seconds)."""
+    ae, data, _, _ = _setup(cfg, seed)
+    model = _keyed(which, ae, cfg, seed)
     start = time.perf_counter()
-    hidden = train_hidden(data["train"][1], bits, replace(cfg.hidden, seed=seed), net)
-    hidden_seconds = time.perf_counter() - start
-    scheme = Scheme("hidden", lambda z, k: hidden.embed(ae.decoder(z), k), hidden.extractor, bits)
-    rows = {"hidden_lite": _evaluate(scheme, cfg, data, held_out, held_out[: cfg.forge_keys], seed)}
-    rows["hidden_lite"] |= {"train_seconds": hidden_seconds, "per_key_seconds": 0.0}
-    tuned, seconds = finetune_for_key(ae.decoder, hidden.extractor, key, data["train"][0],
-                                      replace(cfg.signature, seed=seed), net)  # fmt: skip
-    one_key = key.view(1, -1).expand(cfg.n, -1)
-    scheme = Scheme("signature", lambda z, k: tuned(z), hidden.extractor, bits)
-    rows["stable_signature"] = _evaluate(scheme, cfg, data, one_key, key.view(1, -1), seed)  # its one tuned key
-    rows["stable_signature"] |= {"train_seconds": hidden_seconds + seconds, "per_key_seconds": seconds}
-    return rows
+    train_molm(model, data["train"][0], replace(cfg.train, seed=seed, split_seed=seed), digits_feature_net())
+    return model.state_dict(), time.perf_counter() - start
+
+
+def _evaluate_keyed(cfg: DigitsBench, seed: int, which: str, trained) -> dict[str, float]:
+    """The row of a trained MOLM or WOUAF (`_train_keyed`'s output), with the training keys' clean accuracy."""
+    state, seconds = trained
+    ae, data, parity, held_out = _setup(cfg, seed)
+    model = _keyed(which, ae, cfg, seed)
+    model.load_state_dict(state)
+    scheme = Scheme(which, model.eval().mark, model.extractor, cfg.model.key_bits)
+    row = _evaluate(scheme, cfg, data, held_out, held_out[: cfg.forge_keys], seed)
+    seen = sample_keys(cfg.n, parity, 0, generator=torch.Generator().manual_seed(seed + 2))
+    seen_acc = attack_metrics(scheme, *(t[: cfg.n] for t in data["test"]), seen, ("clean",), seed=seed)["clean_bit_acc"]
+    return row | {"train_keys_clean_bit_acc": seen_acc, "heldout_gap": abs(seen_acc - row["clean_bit_acc"]),
+                  "train_seconds": seconds, "per_key_seconds": 0.0}  # fmt: skip
+
+
+def _train_hidden(cfg: DigitsBench, seed: int) -> tuple[dict[str, torch.Tensor], float]:
+    """Train HiDDeN-lite on the clean decodes -> (its state dict, training seconds)."""
+    _, data, _, _ = _setup(cfg, seed)
+    start = time.perf_counter()
+    hidden = train_hidden(data["train"][1], cfg.model.key_bits, replace(cfg.hidden, seed=seed), digits_feature_net())
+    return hidden.state_dict(), time.perf_counter() - start
+
+
+def _hidden(cfg: DigitsBench, state: dict[str, torch.Tensor]) -> HiddenLite:
+    hidden = HiddenLite(cfg.model.key_bits, size=cfg.model.size)
+    hidden.load_state_dict(state)
+    return hidden.eval().requires_grad_(False)
+
+
+def _evaluate_hidden(cfg: DigitsBench, seed: int, trained) -> dict[str, float]:
+    """HiDDeN-lite's row: the post-hoc watermark on the frozen decoder's outputs."""
+    state, seconds = trained
+    ae, data, _, held_out = _setup(cfg, seed)
+    hidden = _hidden(cfg, state)
+    scheme = Scheme("hidden", lambda z, k: hidden.embed(ae.decoder(z), k), hidden.extractor, cfg.model.key_bits)
+    row = _evaluate(scheme, cfg, data, held_out, held_out[: cfg.forge_keys], seed)
+    return row | {"train_seconds": seconds, "per_key_seconds": 0.0}
+
+
+def _signature(cfg: DigitsBench, seed: int, trained) -> dict[str, float]:
+    """The Stable-Signature-style row: the decoder fine-tuned for the first held-out key against HiDDeN-lite's
+    frozen extractor, read on that one key; its training seconds count HiDDeN-lite's too."""
+    state, hidden_seconds = trained
+    ae, data, _, held_out = _setup(cfg, seed)
+    extractor, key = _hidden(cfg, state).extractor, held_out[0]
+    tuned, seconds = finetune_for_key(ae.decoder, extractor, key, data["train"][0], replace(cfg.signature, seed=seed),
+                                      digits_feature_net())  # fmt: skip
+    scheme = Scheme("signature", lambda z, k: tuned(z), extractor, cfg.model.key_bits)
+    row = _evaluate(scheme, cfg, data, key.view(1, -1).expand(cfg.n, -1), key.view(1, -1), seed)  # its one key
+    return row | {"train_seconds": hidden_seconds + seconds, "per_key_seconds": seconds}
 
 
 def run_digits(ctx: BenchContext) -> BenchResult:
     cfg: DigitsBench = ctx.config
-    jobs = ("baselines", "molm", "wouaf")  # the longest first: MOLM then WOUAF share the other worker
-    outs = parallel_map(_job, [cfg] * 3, [ctx.seed] * 3, jobs, workers=cfg.workers)
-    rows = {name: row for out in outs for name, row in out.items()}
+    args = (cfg, ctx.seed)
+    # training and evaluation are separate jobs (trained weights pass between them), so two processes stay busy;
+    # costs: the seconds each took at quick size
+    jobs = {
+        "molm_train": Job(_train_keyed, (*args, "molm"), cost=45),
+        "wouaf_train": Job(_train_keyed, (*args, "wouaf"), cost=35),
+        "hidden_train": Job(_train_hidden, args, cost=30),
+        "molm": Job(_evaluate_keyed, lambda d: (*args, "molm", d["molm_train"]), ("molm_train",), 15),
+        "wouaf": Job(_evaluate_keyed, lambda d: (*args, "wouaf", d["wouaf_train"]), ("wouaf_train",), 15),
+        "hidden_lite": Job(_evaluate_hidden, lambda d: (*args, d["hidden_train"]), ("hidden_train",), 14),
+        "stable_signature": Job(_signature, lambda d: (*args, d["hidden_train"]), ("hidden_train",), 14),
+    }
+    done = parallel_jobs(jobs, workers=cfg.workers)
+    rows = {name: done[name] for name in ("molm", "wouaf", "hidden_lite", "stable_signature")}
     return BenchResult(
         metrics=rows.pop("molm"),
         baselines=rows,
@@ -187,10 +233,10 @@ DIGITS = Scenario(
     method="molm",
     run=run_digits,
     variants={"smoke": _SMOKE, "quick": _QUICK, "full": _FULL},
-    # quick: 108-117 s measured (2026-12-07; 62-84 s before the WOUAF job), idle 2-core CPU, with the autoencoder
-    # (48 s cold), feature net and the digits teacher (about 6 min cold) cached;
+    # quick: 102-107 s measured (2026-12-07; 62-84 s before the WOUAF rows, about 190 s of CPU on two processes),
+    # idle 2-core CPU, with the autoencoder (48 s cold), feature net and the digits teacher (about 6 min cold) cached;
     # full: 16 adapters per block (16-bit keys), 20k steps for MOLM and for WOUAF, one GPU, about 50 minutes (estimate)
-    expected_seconds={"smoke": 15, "quick": 115, "full": 3000},
+    expected_seconds={"smoke": 15, "quick": 105, "full": 3000},
     directions={name: "max" for name in _MAX} | {"heldout_gap": "min", "fd_marked": "min", "per_key_seconds": "min"},
     headline=True,
     claim=Claim(
