@@ -10,12 +10,12 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from flowlab.core.bench import BenchContext, BenchResult, Scenario, parallel_map
+from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, parallel_map
 from flowlab.core.config import Config
 from flowlab.vision_gen.kit.autoencoder import AutoencoderConfig, autoencoder_artifact, tiny_autoencoder
 from flowlab.vision_gen.kit.metrics import digits_feature_net, feature_net_artifact
 from flowlab.vision_gen.watermark.molm.benchmarks.digits import digit_latents
-from flowlab.vision_gen.watermark.molm.evaluate import Scheme, attack_metrics, quality_metrics
+from flowlab.vision_gen.watermark.molm.evaluate import Scheme, attack_metrics, metric_name, quality_metrics
 from flowlab.vision_gen.watermark.molm.markers import DIGITS_BLOCKS
 from flowlab.vision_gen.watermark.molm.model import MolmConfig, MolmModel, key_split, sample_keys
 from flowlab.vision_gen.watermark.molm.train import TrainConfig, train_molm
@@ -73,7 +73,16 @@ def run_capacity(ctx: BenchContext) -> BenchResult:
     n = len(cfg.grid)
     rows = parallel_map(_job, [cfg] * n, [ctx.seed] * n, *zip(*cfg.grid, strict=True), workers=cfg.workers)
     table = {f"L{blocks}_P{adapters}": row for (blocks, adapters), row in zip(cfg.grid, rows, strict=True)}
-    return BenchResult(metrics=table.pop(OURS), baselines=table)
+    order = sorted(rows, key=lambda row: row["key_bits"])
+    bits = [row["key_bits"] for row in order]
+    accuracy = {spec: (bits, [row[f"{metric_name(spec)}_bit_acc"] for row in order]) for spec in cfg.attacks}
+    curves = (
+        Curve("Held-out keys' bit accuracy against key length", "key bits (L log2 P)", "bit accuracy", accuracy,
+              logx=True),
+        Curve("Watermark visibility against key length", "key bits (L log2 P)", "PSNR vs clean decode (dB)",
+              {"PSNR": (bits, [row["psnr"] for row in order])}, logx=True),
+    )  # fmt: skip
+    return BenchResult(metrics=table.pop(OURS), baselines=table, curves=curves)
 
 
 _QUICK = CapacityBench(
