@@ -1,7 +1,8 @@
 """`vision.molm.capacity`: MOLM's capacity / quality trade-off over (L marked blocks, P adapters per block) in
 {(2, 4), (4, 4), (4, 16)}, i.e. 4-, 8- and 16-bit keys in the kit's frozen tiny digits decoder: each model is trained
 alike and read on held-out keys (bit accuracy and TPR at 1 % FPR, clean and under JPEG, rotation and resizing), with
-its training keys' accuracy, PSNR / SSIM and digits-FD. One job per (L, P), one torch thread each."""
+its training keys' accuracy, PSNR / SSIM and digits-FD. One job per (L, P), one torch thread each; training runs on
+the bench's device, evaluation on the CPU."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ class CapacityBench(Config):
             raise ValueError(f"grid: expected (L, P) pairs with L in {sorted(BLOCKS_BY_COUNT)}, got {self.grid!r}")
 
 
-def _job(cfg: CapacityBench, seed: int, blocks: int, adapters: int) -> dict[str, float]:
+def _job(cfg: CapacityBench, seed: int, blocks: int, adapters: int, device: str) -> dict[str, float]:
+    """One (L, P) model trained on `device`, evaluated on the CPU -> its row."""
     torch.set_num_threads(1)
     ae = tiny_autoencoder(cfg.autoencoder, device="cpu")
     (z, _), (zt, clean) = digit_latents(ae, "train"), digit_latents(ae, "test")
@@ -54,8 +56,9 @@ def _job(cfg: CapacityBench, seed: int, blocks: int, adapters: int) -> dict[str,
     model = MolmModel(ae.decoder, MolmConfig(blocks=BLOCKS_BY_COUNT[blocks], num_adapters=adapters))
     bits = model.key_bits
     start = time.perf_counter()
-    train_molm(model, z, replace(cfg.train, seed=seed, split_seed=seed), digits_feature_net())
+    train_molm(model, z, replace(cfg.train, seed=seed, split_seed=seed), digits_feature_net(), device=device)
     seconds = time.perf_counter() - start
+    model.cpu()
     parity = key_split(bits, seed)
     held_out = sample_keys(cfg.n, parity, 1, generator=torch.Generator().manual_seed(seed + 1))
     seen = sample_keys(cfg.n, parity, 0, generator=torch.Generator().manual_seed(seed + 2))
@@ -71,7 +74,8 @@ def _job(cfg: CapacityBench, seed: int, blocks: int, adapters: int) -> dict[str,
 def run_capacity(ctx: BenchContext) -> BenchResult:
     cfg: CapacityBench = ctx.config
     n = len(cfg.grid)
-    rows = parallel_map(_job, [cfg] * n, [ctx.seed] * n, *zip(*cfg.grid, strict=True), workers=cfg.workers)
+    rows = parallel_map(_job, [cfg] * n, [ctx.seed] * n, *zip(*cfg.grid, strict=True), [str(ctx.device)] * n,
+                        workers=cfg.workers)  # fmt: skip
     table = {f"L{blocks}_P{adapters}": row for (blocks, adapters), row in zip(cfg.grid, rows, strict=True)}
     order = sorted(rows, key=lambda row: row["key_bits"])
     bits = [row["key_bits"] for row in order]

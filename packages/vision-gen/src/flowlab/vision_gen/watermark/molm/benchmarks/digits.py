@@ -99,13 +99,18 @@ def _setup(cfg: DigitsBench, seed: int) -> tuple[Any, dict, torch.Tensor, torch.
     return ae, data, parity, sample_keys(cfg.n, parity, 1, generator=torch.Generator().manual_seed(seed + 1))
 
 
-def _train_keyed(cfg: DigitsBench, seed: int, which: str) -> tuple[dict[str, torch.Tensor], float]:
-    """Train MOLM or WOUAF ("molm" / "wouaf") -> (its state dict, training seconds)."""
+def _cpu_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: t.cpu() for name, t in model.state_dict().items()}
+
+
+def _train_keyed(cfg: DigitsBench, seed: int, which: str, device: str) -> tuple[dict[str, torch.Tensor], float]:
+    """Train MOLM or WOUAF ("molm" / "wouaf") on `device` -> (its state dict on the CPU, training seconds)."""
     ae, data, _, _ = _setup(cfg, seed)
     model = _keyed(which, ae, cfg, seed)
     start = time.perf_counter()
-    train_molm(model, data["train"][0], replace(cfg.train, seed=seed, split_seed=seed), digits_feature_net())
-    return model.state_dict(), time.perf_counter() - start
+    train_molm(model, data["train"][0], replace(cfg.train, seed=seed, split_seed=seed), digits_feature_net(),
+               device=device)  # fmt: skip
+    return _cpu_state(model), time.perf_counter() - start
 
 
 def _evaluate_keyed(cfg: DigitsBench, seed: int, which: str, trained) -> dict[str, float]:
@@ -122,12 +127,13 @@ def _evaluate_keyed(cfg: DigitsBench, seed: int, which: str, trained) -> dict[st
                   "train_seconds": seconds, "per_key_seconds": 0.0}  # fmt: skip
 
 
-def _train_hidden(cfg: DigitsBench, seed: int) -> tuple[dict[str, torch.Tensor], float]:
-    """Train HiDDeN-lite on the clean decodes -> (its state dict, training seconds)."""
+def _train_hidden(cfg: DigitsBench, seed: int, device: str) -> tuple[dict[str, torch.Tensor], float]:
+    """Train HiDDeN-lite on the clean decodes on `device` -> (its state dict on the CPU, training seconds)."""
     _, data, _, _ = _setup(cfg, seed)
     start = time.perf_counter()
-    hidden = train_hidden(data["train"][1], cfg.model.key_bits, replace(cfg.hidden, seed=seed), digits_feature_net())
-    return hidden.state_dict(), time.perf_counter() - start
+    hidden = train_hidden(data["train"][1], cfg.model.key_bits, replace(cfg.hidden, seed=seed), digits_feature_net(),
+                          device=device)  # fmt: skip
+    return _cpu_state(hidden), time.perf_counter() - start
 
 
 def _hidden(cfg: DigitsBench, state: dict[str, torch.Tensor]) -> HiddenLite:
@@ -146,14 +152,15 @@ def _evaluate_hidden(cfg: DigitsBench, seed: int, trained) -> dict[str, float]:
     return row | {"train_seconds": seconds, "per_key_seconds": 0.0}
 
 
-def _signature(cfg: DigitsBench, seed: int, trained) -> dict[str, float]:
+def _signature(cfg: DigitsBench, seed: int, trained, device: str) -> dict[str, float]:
     """The Stable-Signature-style row: the decoder fine-tuned for the first held-out key against HiDDeN-lite's
     frozen extractor, read on that one key; its training seconds count HiDDeN-lite's too."""
     state, hidden_seconds = trained
     ae, data, _, held_out = _setup(cfg, seed)
     extractor, key = _hidden(cfg, state).extractor, held_out[0]
     tuned, seconds = finetune_for_key(ae.decoder, extractor, key, data["train"][0], replace(cfg.signature, seed=seed),
-                                      digits_feature_net())  # fmt: skip
+                                      digits_feature_net(), device=device)  # fmt: skip
+    tuned, extractor, ae = tuned.cpu(), extractor.cpu(), ae.cpu()
     scheme = Scheme("signature", lambda z, k: tuned(z), extractor, cfg.model.key_bits)
     row = _evaluate(scheme, cfg, data, key.view(1, -1).expand(cfg.n, -1), key.view(1, -1), seed)  # its one key
     return row | {"train_seconds": hidden_seconds + seconds, "per_key_seconds": seconds}
@@ -161,17 +168,17 @@ def _signature(cfg: DigitsBench, seed: int, trained) -> dict[str, float]:
 
 def run_digits(ctx: BenchContext) -> BenchResult:
     cfg: DigitsBench = ctx.config
-    args = (cfg, ctx.seed)
-    # training and evaluation are separate jobs (trained weights pass between them), so two processes stay busy;
-    # costs: the seconds each took at quick size
+    args, device = (cfg, ctx.seed), str(ctx.device)
+    # training (on ctx.device) and evaluation (on the CPU) are separate jobs, the trained weights passing between
+    # them, so two processes stay busy; costs: the seconds each took at quick size
     jobs = {
-        "molm_train": Job(_train_keyed, (*args, "molm"), cost=45),
-        "wouaf_train": Job(_train_keyed, (*args, "wouaf"), cost=35),
-        "hidden_train": Job(_train_hidden, args, cost=30),
+        "molm_train": Job(_train_keyed, (*args, "molm", device), cost=45),
+        "wouaf_train": Job(_train_keyed, (*args, "wouaf", device), cost=35),
+        "hidden_train": Job(_train_hidden, (*args, device), cost=30),
         "molm": Job(_evaluate_keyed, lambda d: (*args, "molm", d["molm_train"]), ("molm_train",), 15),
         "wouaf": Job(_evaluate_keyed, lambda d: (*args, "wouaf", d["wouaf_train"]), ("wouaf_train",), 15),
         "hidden_lite": Job(_evaluate_hidden, lambda d: (*args, d["hidden_train"]), ("hidden_train",), 14),
-        "stable_signature": Job(_signature, lambda d: (*args, d["hidden_train"]), ("hidden_train",), 14),
+        "stable_signature": Job(_signature, lambda d: (*args, d["hidden_train"], device), ("hidden_train",), 14),
     }
     done = parallel_jobs(jobs, workers=cfg.workers)
     rows = {name: done[name] for name in ("molm", "wouaf", "hidden_lite", "stable_signature")}
