@@ -81,10 +81,9 @@ def run_capacity(ctx: BenchContext) -> BenchResult:
     bits = [row["key_bits"] for row in order]
     accuracy = {spec: (bits, [row[f"{metric_name(spec)}_bit_acc"] for row in order]) for spec in cfg.attacks}
     curves = (
-        Curve("Held-out keys' bit accuracy against key length", "key bits (L log2 P)", "bit accuracy", accuracy,
-              logx=True),
+        Curve("Held-out keys' bit accuracy against key length", "key bits (L log2 P)", "bit accuracy", accuracy),
         Curve("Watermark visibility against key length", "key bits (L log2 P)", "PSNR vs clean decode (dB)",
-              {"PSNR": (bits, [row["psnr"] for row in order])}, logx=True),
+              {"PSNR": (bits, [row["psnr"] for row in order])}),
     )  # fmt: skip
     return BenchResult(metrics=table.pop(OURS), baselines=table, curves=curves)
 
