@@ -15,10 +15,10 @@ from flowlab.core.bench import BenchContext, BenchResult, Curve, Scenario, paral
 from flowlab.core.config import Config
 from flowlab.vision_gen.kit.autoencoder import AutoencoderConfig, autoencoder_artifact, tiny_autoencoder
 from flowlab.vision_gen.kit.metrics import digits_feature_net, feature_net_artifact
-from flowlab.vision_gen.watermark.molm.benchmarks.digits import digit_latents
+from flowlab.vision_gen.watermark.molm.benchmarks.digits import digit_latents, scenario_keys, training_keys_metrics
 from flowlab.vision_gen.watermark.molm.evaluate import Scheme, attack_metrics, metric_name, quality_metrics
 from flowlab.vision_gen.watermark.molm.markers import DIGITS_BLOCKS
-from flowlab.vision_gen.watermark.molm.model import MolmConfig, MolmModel, key_split, sample_keys
+from flowlab.vision_gen.watermark.molm.model import MolmConfig, MolmModel
 from flowlab.vision_gen.watermark.molm.train import TrainConfig, train_molm
 
 __all__ = ["BLOCKS_BY_COUNT", "CAPACITY", "CapacityBench"]
@@ -59,16 +59,11 @@ def _job(cfg: CapacityBench, seed: int, blocks: int, adapters: int, device: str)
     train_molm(model, z, replace(cfg.train, seed=seed, split_seed=seed), digits_feature_net(), device=device)
     seconds = time.perf_counter() - start
     model.cpu()
-    parity = key_split(bits, seed)
-    held_out = sample_keys(cfg.n, parity, 1, generator=torch.Generator().manual_seed(seed + 1))
-    seen = sample_keys(cfg.n, parity, 0, generator=torch.Generator().manual_seed(seed + 2))
+    held_out, seen = scenario_keys(cfg.n, bits, seed)
     scheme = Scheme("molm", model.mark, model.extractor, bits)
     row = attack_metrics(scheme, zt, clean, held_out, cfg.attacks, seed=seed)
-    seen_acc = attack_metrics(scheme, zt, clean, seen, ("clean",), seed=seed)["clean_bit_acc"]
-    return row | quality_metrics(scheme, zt, clean, held_out) | {
-        "key_bits": float(bits), "train_keys_clean_bit_acc": seen_acc,
-        "heldout_gap": abs(seen_acc - row["clean_bit_acc"]), "train_seconds": seconds,
-    }  # fmt: skip
+    row |= training_keys_metrics(scheme, zt, clean, seen, row["clean_bit_acc"], seed)
+    return row | quality_metrics(scheme, zt, clean, held_out) | {"key_bits": float(bits), "train_seconds": seconds}
 
 
 def run_capacity(ctx: BenchContext) -> BenchResult:

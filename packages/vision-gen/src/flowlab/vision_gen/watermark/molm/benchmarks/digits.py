@@ -33,7 +33,7 @@ from flowlab.vision_gen.watermark.molm.evaluate import (
 from flowlab.vision_gen.watermark.molm.model import MolmConfig, MolmModel, key_split, sample_keys
 from flowlab.vision_gen.watermark.molm.train import TrainConfig, train_molm
 
-__all__ = ["DIGITS", "DigitsBench", "digit_latents"]
+__all__ = ["DIGITS", "DigitsBench", "digit_latents", "scenario_keys", "training_keys_metrics"]
 
 
 @dataclass(frozen=True)
@@ -89,14 +89,29 @@ def _keyed(which: str, ae, cfg: DigitsBench, seed: int) -> MolmModel | WouafLite
                      width=cfg.model.width)  # fmt: skip
 
 
+def scenario_keys(n: int, bits: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The keys a MOLM scenario reads a seed's models with: n held-out and n training keys (n, bits) of the key
+    split of `seed`, drawn from seeds seed + 1 and seed + 2."""
+    parity = key_split(bits, seed)
+    held_out = sample_keys(n, parity, 1, generator=torch.Generator().manual_seed(seed + 1))
+    return held_out, sample_keys(n, parity, 0, generator=torch.Generator().manual_seed(seed + 2))
+
+
+def training_keys_metrics(
+    scheme: Scheme, z: torch.Tensor, clean: torch.Tensor, seen: torch.Tensor, held_out_acc: float, seed: int
+) -> dict[str, float]:
+    """The clean bit accuracy on training keys `seen` (n, M) and its gap to the held-out keys' `held_out_acc`."""
+    acc = attack_metrics(scheme, z, clean, seen, ("clean",), seed=seed)["clean_bit_acc"]
+    return {"train_keys_clean_bit_acc": acc, "heldout_gap": abs(acc - held_out_acc)}
+
+
 def _setup(cfg: DigitsBench, seed: int) -> tuple[Any, dict, torch.Tensor, torch.Tensor]:
-    """One job's start: one torch thread, a fresh autoencoder, both splits' latents and clean decodes, the key split's
-    parity and the held-out keys (n, M)."""
+    """One job's start: one torch thread, a fresh autoencoder, both splits' latents and clean decodes, the held-out
+    and the training keys (`scenario_keys`)."""
     torch.set_num_threads(1)
     ae = tiny_autoencoder(cfg.autoencoder, device="cpu")
     data = {split: digit_latents(ae, split) for split in ("train", "test")}
-    parity = key_split(cfg.model.key_bits, seed)
-    return ae, data, parity, sample_keys(cfg.n, parity, 1, generator=torch.Generator().manual_seed(seed + 1))
+    return ae, data, *scenario_keys(cfg.n, cfg.model.key_bits, seed)
 
 
 def _cpu_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -116,15 +131,14 @@ def _train_keyed(cfg: DigitsBench, seed: int, which: str, device: str) -> tuple[
 def _evaluate_keyed(cfg: DigitsBench, seed: int, which: str, trained) -> dict[str, float]:
     """The row of a trained MOLM or WOUAF (`_train_keyed`'s output), with the training keys' clean accuracy."""
     state, seconds = trained
-    ae, data, parity, held_out = _setup(cfg, seed)
+    ae, data, held_out, seen = _setup(cfg, seed)
     model = _keyed(which, ae, cfg, seed)
     model.load_state_dict(state)
     scheme = Scheme(which, model.eval().mark, model.extractor, cfg.model.key_bits)
     row = _evaluate(scheme, cfg, data, held_out, held_out[: cfg.forge_keys], seed)
-    seen = sample_keys(cfg.n, parity, 0, generator=torch.Generator().manual_seed(seed + 2))
-    seen_acc = attack_metrics(scheme, *(t[: cfg.n] for t in data["test"]), seen, ("clean",), seed=seed)["clean_bit_acc"]
-    return row | {"train_keys_clean_bit_acc": seen_acc, "heldout_gap": abs(seen_acc - row["clean_bit_acc"]),
-                  "train_seconds": seconds, "per_key_seconds": 0.0}  # fmt: skip
+    z, clean = (t[: cfg.n] for t in data["test"])
+    row |= training_keys_metrics(scheme, z, clean, seen, row["clean_bit_acc"], seed)
+    return row | {"train_seconds": seconds, "per_key_seconds": 0.0}
 
 
 def _train_hidden(cfg: DigitsBench, seed: int, device: str) -> tuple[dict[str, torch.Tensor], float]:
@@ -145,7 +159,7 @@ def _hidden(cfg: DigitsBench, state: dict[str, torch.Tensor]) -> HiddenLite:
 def _evaluate_hidden(cfg: DigitsBench, seed: int, trained) -> dict[str, float]:
     """HiDDeN-lite's row: the post-hoc watermark on the frozen decoder's outputs."""
     state, seconds = trained
-    ae, data, _, held_out = _setup(cfg, seed)
+    ae, data, held_out, _ = _setup(cfg, seed)
     hidden = _hidden(cfg, state)
     scheme = Scheme("hidden", lambda z, k: hidden.embed(ae.decoder(z), k), hidden.extractor, cfg.model.key_bits)
     row = _evaluate(scheme, cfg, data, held_out, held_out[: cfg.forge_keys], seed)
@@ -156,7 +170,7 @@ def _signature(cfg: DigitsBench, seed: int, trained, device: str) -> dict[str, f
     """The Stable-Signature-style row: the decoder fine-tuned for the first held-out key against HiDDeN-lite's
     frozen extractor, read on that one key; its training seconds count HiDDeN-lite's too."""
     state, hidden_seconds = trained
-    ae, data, _, held_out = _setup(cfg, seed)
+    ae, data, held_out, _ = _setup(cfg, seed)
     extractor, key = _hidden(cfg, state).extractor, held_out[0]
     tuned, seconds = finetune_for_key(ae.decoder, extractor, key, data["train"][0], replace(cfg.signature, seed=seed),
                                       digits_feature_net(), device=device)  # fmt: skip
