@@ -179,6 +179,10 @@ def test_fit_with_ema_schedules_and_their_misuse():
                  schedule="warmup_cosine", param_groups=groups, device="cpu", generator=torch.Generator())  # fmt: skip
     # each group keeps its own lr under the schedule: the group at lr 0 stays put
     assert torch.equal(net.bias, bias) and not torch.equal(net.weight, weight)
+    for steps in (1, 19, 20, 21):  # one-cycle at every short length (20: torch's pct_start * steps = 1 corner)
+        fit_with_ema(net, loss_fn, lambda step, g: torch.ones(4, 2), steps=steps, lr=0.1, device="cpu",
+                     generator=torch.Generator())  # fmt: skip
+        assert bool(torch.isfinite(net.weight).all())
     with pytest.raises(ValueError, match="schedule"):
         fit_with_ema(net, loss_fn, None, steps=1, lr=0.1, schedule="step", device="cpu", generator=torch.Generator())
     with pytest.raises(ValueError, match="param_groups"):

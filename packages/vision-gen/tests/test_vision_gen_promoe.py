@@ -14,7 +14,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from flowlab.core.nets.dit import DiT, TokenContext, dense_mlp
 from flowlab.vision_gen.promoe.experts import ExpertBank, dispatch_top1
-from flowlab.vision_gen.promoe.layers import ExpertChoiceMoE, ProMoEMLP, TokenChoiceMoE
+from flowlab.vision_gen.promoe.layers import DiffMoELite, ExpertChoiceMoE, ProMoEMLP, TokenChoiceMoE
 from flowlab.vision_gen.promoe.losses import load_balancing_loss, routing_contrastive_loss
 from flowlab.vision_gen.promoe.model import ModelConfig, promoe_dit
 from flowlab.vision_gen.promoe.names import VARIANTS
@@ -104,23 +104,25 @@ def test_batched_dispatch_equals_a_per_token_loop():
     assert dispatch_top1(bank, x[:0], expert[:0], gate[:0]).shape == (0, DIM)
 
 
-@pytest.mark.parametrize("kind", ["promoe", "tc"])
+@pytest.mark.parametrize("kind", ["promoe", "promoe_no_shared", "tc"])
 def test_layer_output_equals_a_per_token_reference(kind):
     torch.manual_seed(0)
-    layer = ProMoEMLP(DIM, HIDDEN, num_routed=4) if kind == "promoe" else TokenChoiceMoE(DIM, HIDDEN, num_experts=5)
+    if kind == "tc":
+        layer = TokenChoiceMoE(DIM, HIDDEN, num_experts=5)
+    else:
+        layer = ProMoEMLP(DIM, HIDDEN, num_routed=4, shared=kind == "promoe")
     layer = layer.double()
     labels = torch.tensor([3, NULL, 0, 2, 9, 1])
     x = _tokens()
     out = layer(x, context=_context(labels)).out.reshape(-1, DIM)
     flat = x.reshape(-1, DIM)
     is_null = (labels == NULL)[:, None].expand(6, 5).reshape(-1)
-    if kind == "promoe":
-        decision = layer.router(flat, is_null)
-    else:
-        decision = layer.router(flat)
+    decision = layer.router(flat) if kind == "tc" else layer.router(flat, is_null)
     for i in range(flat.shape[0]):
         j = int(decision.expert[i])
-        want = layer.shared(flat[i]) + decision.gate[i].double() * _expert(layer.experts, j, flat[i])
+        want = decision.gate[i].double() * _expert(layer.experts, j, flat[i])
+        if kind != "promoe_no_shared":
+            want = want + layer.shared(flat[i])
         torch.testing.assert_close(out[i], want, rtol=1e-6, atol=1e-6)
 
 
@@ -145,19 +147,21 @@ def _flops(module, x: torch.Tensor, **kwargs) -> int:
     return counter.get_total_flops()
 
 
-@pytest.mark.parametrize("kind", ["promoe", "tc", "ec"])
+@pytest.mark.parametrize("kind", ["promoe", "promoe_no_shared", "tc", "ec"])
 def test_activated_flops_equal_the_dense_mlps(kind):
     """With a balanced routing (every one of the bank's E experts gets C tokens: ProMoE's unconditional one the
     tokens of a null-label sample), the layer's counted FLOPs are the dense MLP's plus the router's
-    (T, dim) x (dim, E_router) product: shared + one half-width expert per token is the dense MLP's cost."""
+    (T, dim) x (dim, E_router) product: shared + one half-width expert per token (or, without the shared expert,
+    one full-width expert) is the dense MLP's cost."""
     dim, hidden, e, c = 16, 64, 4, 8
-    bank = e + 1 if kind == "promoe" else e
+    bank = e if kind in ("tc", "ec") else e + 1
     x = torch.zeros(bank, c, dim)
     token = torch.arange(bank * c)
     x.view(-1, dim)[token, token % e] = 1.0  # token i along axis i mod e
     labels = torch.arange(bank)
-    if kind == "promoe":
-        layer = ProMoEMLP(dim, hidden // 2, num_routed=e)
+    if kind.startswith("promoe"):
+        shared = kind == "promoe"
+        layer = ProMoEMLP(dim, hidden // 2 if shared else hidden, num_routed=e, shared=shared)
         layer.router.prototypes.data = torch.eye(e, dim)
         labels[-1] = NULL  # the last sample's c tokens: the unconditional expert
     else:
@@ -176,12 +180,16 @@ def test_activated_flops_equal_the_dense_mlps(kind):
 def test_every_parameter_gets_a_gradient_when_experts_get_no_tokens():
     """One conditional token: a single expert is used, yet every parameter (unused experts, the unconditional
     one, the prototypes) has a finite .grad (what DistributedDataParallel needs); used experts a non-zero one."""
-    for variant in ("promoe", "tc", "ec", "promoe_no_cond"):
+    for variant in VARIANTS[2:]:
         model = promoe_dit(ModelConfig(variant=variant, dim=16, depth=2, heads=2, num_routed=3, class_dropout=0.0))
         out = model(x=torch.randn(1, 1, 8, 8), t=torch.rand(1), y=torch.tensor([4]), return_aux=True)
         (out.sample.square().mean() + out.aux_loss + 0 * out.sample.sum()).backward()
-        missing = [n for n, p in model.named_parameters() if p.grad is None or not bool(torch.isfinite(p.grad).all())]
+        params = dict(model.named_parameters())
+        missing = [n for n, p in params.items() if p.requires_grad and (p.grad is None or not p.grad.isfinite().all())]
         assert missing == [], (variant, missing)
+        frozen = [n for n, p in params.items() if not p.requires_grad]
+        assert frozen == (["blocks.1.mlp.router.prototypes"] if variant == "promoe_kmeans" else []), variant
+        assert all(params[n].grad is None for n in frozen)
     torch.manual_seed(0)
     layer = ProMoEMLP(DIM, HIDDEN, num_routed=3)
     x = torch.randn(64, 4, DIM)
@@ -276,10 +284,11 @@ def test_variants_share_activated_parameters():
             continue
         assert kinds[0] == kinds[2] == "Sequential" and kinds[1] == kinds[3] != "Sequential"
         mlp = model.blocks[1].mlp
-        assert mlp.experts.hidden + mlp.shared[0].out_features == 256
+        assert mlp.experts.hidden + (0 if mlp.shared is None else mlp.shared[0].out_features) == 256
+        assert (mlp.shared is None) == (variant == "promoe_no_shared")
         assert int(mlp.routed.sum()) == 6
         experts[variant] = mlp.experts.num_experts
-    assert experts == {v: 6 if v in ("tc", "ec", "promoe_no_cond") else 7 for v in experts}
+    assert experts == {v: 6 if v in ("tc", "ec", "diffmoe", "promoe_no_cond") else 7 for v in experts}
 
 
 BAD_CONFIGS = [
@@ -314,3 +323,6 @@ def test_layers_reject_bad_input():
         ExpertBank(0, DIM, HIDDEN)
     with pytest.raises(ValueError, match="capacity_factor"):
         ExpertChoiceMoE(DIM, HIDDEN, num_experts=3, capacity_factor=0)
+    for decay in (-0.1, 1, "0.5"):
+        with pytest.raises(ValueError, match="threshold_decay"):
+            DiffMoELite(DIM, HIDDEN, num_experts=3, threshold_decay=decay)

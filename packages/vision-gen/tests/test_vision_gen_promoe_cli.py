@@ -63,7 +63,13 @@ def test_train_then_analyse(trained, tmp_path):
 
 
 def test_every_variant_and_ddpm_train(tmp_path):
-    for variant, objective in (("tc", "rf"), ("ec", "rf"), ("dense", "ddpm")):
+    for variant, objective in (
+        ("tc", "rf"),
+        ("ec", "rf"),
+        ("diffmoe", "rf"),
+        ("promoe_kmeans", "rf"),
+        ("dense", "ddpm"),
+    ):
         out = tmp_path / variant
         _run("train", "--out", str(out), "--steps", "1", "--variant", variant, "--objective", objective, *TINY)
         row = json.loads(_run("analyse", "--checkpoint", str(out), "--n", "10").splitlines()[0])

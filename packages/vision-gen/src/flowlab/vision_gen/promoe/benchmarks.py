@@ -1,10 +1,11 @@
-"""`vision.promoe.digits` (the headline): ProMoE against a dense DiT, token-choice and expert-choice MoE at equal
-activated parameters, and ProMoE's ablations (no RCL, no conditional routing, softmax / sigmoid gates), each trained
-by the same recipe on the 8x8 digits (rectified flow; full adds DDPM-objective runs at 16x16). Each run's
-digits-FD and class accuracy at CFG 1.0 and 1.5 and its routing (expert-class NMI at t in {0.2, 0.5, 0.8}, JS
-divergence of digits 0-4 against 5-9, utilisation entropy, dead experts, expert subspace similarity, null-label
-tokens to the unconditional expert); the routing heat maps of ProMoE and token choice in `promoe_routing.png`, every
-run's metrics and routing tables in `promoe_runs.json`."""
+"""`vision.promoe.digits` (the headline): ProMoE against a dense DiT, token-choice and expert-choice MoE (quick);
+`cpu` adds DiffMoE-lite and ProMoE's ablations (no RCL, no conditional routing, softmax / sigmoid gates, no shared
+expert, k-means routing); every run at equal activated parameters, trained by the same recipe on the 8x8 digits
+(rectified flow; full: 16x16, every run, plus DDPM-objective runs). Each run's digits-FD and class accuracy at CFG
+1.0 and 1.5 and its routing (expert-class NMI at t in {0.2, 0.5, 0.8}, JS divergence of digits 0-4 against 5-9,
+utilisation entropy, dead experts, experts per token, expert subspace similarity, null-label tokens to the
+unconditional expert); the routing heat maps of ProMoE and token choice in `promoe_routing.png`, every run's metrics
+and routing tables in `promoe_runs.json`."""
 
 from __future__ import annotations
 
@@ -112,22 +113,23 @@ def _artifacts(cfg: DigitsBench, device: torch.device):
     return (feature_net_artifact(),)
 
 
-_RUNS = ("promoe", "dense", "tc", "ec", "promoe_no_rcl", "promoe_no_cond", "promoe_softmax", "promoe_sigmoid")
-_QUICK = DigitsBench(
+_CPU = DigitsBench(
     model=ModelConfig(size=8, dim=64, depth=4, heads=4, num_routed=6),
     train=TrainConfig(steps=400, batch_size=64, lr=2e-3),
-    runs=_RUNS,
+    runs=VARIANTS,  # ProMoE first
     n=300,
     sample_steps=20,
     cfg_scales=(1.0, 1.5),
     analysis_n=270,
     workers=2,
 )
-_FULL = replace(_QUICK, model=ModelConfig(size=16, dim=128, depth=6, heads=4, num_routed=6),
-                train=TrainConfig(steps=20_000, batch_size=256, lr=1e-3), runs=(*_RUNS, "promoe/ddpm", "dense/ddpm"),
+# quick: the headline's comparisons alone (the same runs as cpu's rows of these variants, seeded alike)
+_QUICK = replace(_CPU, runs=("promoe", "dense", "tc", "ec"))
+_FULL = replace(_CPU, model=ModelConfig(size=16, dim=128, depth=6, heads=4, num_routed=6),
+                train=TrainConfig(steps=20_000, batch_size=256, lr=1e-3), runs=(*VARIANTS, "promoe/ddpm", "dense/ddpm"),
                 n=1000, sample_steps=50)  # fmt: skip
-_SMOKE = replace(_QUICK, model=ModelConfig(size=8, dim=16, depth=2, heads=2, num_routed=3),
-                 train=TrainConfig(steps=2, batch_size=8), runs=(*_RUNS, "promoe/ddpm"), n=20, sample_steps=2,
+_SMOKE = replace(_CPU, model=ModelConfig(size=8, dim=16, depth=2, heads=2, num_routed=3),
+                 train=TrainConfig(steps=2, batch_size=8), runs=(*VARIANTS, "promoe/ddpm"), n=20, sample_steps=2,
                  analysis_n=20)  # fmt: skip
 
 _ROUTING_MAX = ("nmi", "nmi_t0p2", "nmi_t0p5", "nmi_t0p8", "js_divergence", "utilisation_entropy", "null_to_uncond")
@@ -136,7 +138,7 @@ DIGITS = Scenario(
     package="vision",
     method="promoe",
     run=run_digits,
-    variants={"smoke": _SMOKE, "quick": _QUICK, "full": _FULL},
+    variants={"smoke": _SMOKE, "quick": _QUICK, "cpu": _CPU, "full": _FULL},
     directions={
         "fd_cfg1": "min",
         "fd_cfg1p5": "min",
@@ -147,8 +149,9 @@ DIGITS = Scenario(
     }
     | {key: "max" for key in _ROUTING_MAX},
     description="8x8 digits, rectified flow: ProMoE vs dense DiT, token-choice and expert-choice MoE at equal "
-    "activated parameters, and ProMoE without RCL, without conditional routing, with softmax / sigmoid gates; "
-    "digits-FD and accuracy at CFG 1.0 / 1.5, expert-class NMI, subset JS divergence, expert subspace similarity.",
+    "activated parameters (cpu adds DiffMoE-lite and ProMoE without RCL, without conditional routing, with softmax / "
+    "sigmoid gates, without the shared expert, with k-means routing); digits-FD and accuracy at CFG 1.0 / 1.5, "
+    "expert-class NMI, subset JS divergence, expert subspace similarity.",
     expected_seconds={"smoke": 10, "quick": 90, "full": 5400},  # quick: 82-90 s measured (2 workers; 163-223 s on one)
     headline=True,
     claim=Claim(

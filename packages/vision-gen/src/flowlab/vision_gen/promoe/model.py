@@ -7,9 +7,12 @@ Equal activated parameters (dense hidden width H = mlp_ratio dim, 256 at dim 64)
 |---|---|---|---|---|
 | dense | core `dense_mlp` | - | H | H |
 | promoe (+ no_rcl, softmax, sigmoid) | shared + prototypes | `num_routed` + 1 uncond. + 1 shared | H / 2 | shared + 1 |
+| promoe_kmeans | as promoe, prototypes frozen at k-means centroids | as promoe | H / 2 | shared + 1 |
 | promoe_no_cond | shared + prototypes | `num_routed` + 1 shared | H / 2 | shared + 1 |
+| promoe_no_shared | prototypes | `num_routed` + 1 uncond. | H | 1 |
 | tc | shared + linear top-1 | `num_routed` + 1 shared | H / 2 | shared + 1 |
 | ec | shared + expert choice | `num_routed` + 1 shared | H / 2 | shared + 1 (mean) |
+| diffmoe | ec (training), capacity predictor (inference) | `num_routed` + 1 shared | H / 2 | shared + 1 (mean) |
 
 Every routed variant has the same `num_routed` experts to route conditional tokens among (the spec's TC-MoE: 6
 routed, top-1), so the routing metrics compare equal numbers of clusters; ProMoE's unconditional expert is one more
@@ -27,7 +30,7 @@ from torch import nn
 
 from flowlab.core.config import Config
 from flowlab.core.nets.dit import DiT, dense_mlp
-from flowlab.vision_gen.promoe.layers import ExpertChoiceMoE, ProMoEMLP, TokenChoiceMoE
+from flowlab.vision_gen.promoe.layers import DiffMoELite, ExpertChoiceMoE, ProMoEMLP, TokenChoiceMoE
 from flowlab.vision_gen.promoe.names import VARIANTS
 
 __all__ = ["ModelConfig", "moe_mlp", "promoe_dit"]
@@ -84,12 +87,15 @@ def moe_mlp(config: ModelConfig, dim: int, hidden: int) -> nn.Module:
         return TokenChoiceMoE(dim, half, num_experts=routed, lb_weight=config.lb_weight)
     if config.variant == "ec":
         return ExpertChoiceMoE(dim, half, num_experts=routed)
-    if config.variant == "promoe_no_cond":
-        return ProMoEMLP(dim, half, num_routed=routed, conditional=False, rcl_weight=config.rcl_weight,
-                         rcl_tau=config.rcl_tau)  # fmt: skip
-    activation = {"promoe_softmax": "softmax", "promoe_sigmoid": "sigmoid"}.get(config.variant, "identity")
-    weight = 0.0 if config.variant == "promoe_no_rcl" else config.rcl_weight
-    return ProMoEMLP(dim, half, num_routed=routed, activation=activation, rcl_weight=weight, rcl_tau=config.rcl_tau)
+    if config.variant == "diffmoe":
+        return DiffMoELite(dim, half, num_experts=routed)
+    variant = config.variant
+    activation = {"promoe_softmax": "softmax", "promoe_sigmoid": "sigmoid"}.get(variant, "identity")
+    weight = 0.0 if variant == "promoe_no_rcl" else config.rcl_weight
+    shared = variant != "promoe_no_shared"
+    return ProMoEMLP(dim, half if shared else hidden, num_routed=routed, activation=activation, shared=shared,
+                     conditional=variant != "promoe_no_cond", learn_prototypes=variant != "promoe_kmeans",
+                     rcl_weight=weight, rcl_tau=config.rcl_tau)  # fmt: skip
 
 
 def promoe_dit(config: ModelConfig, *, seed: int = 0) -> DiT:

@@ -35,14 +35,19 @@ class PrototypeRouter(nn.Module):
     Step 1, conditional routing (`conditional=True`): a token of a null-label sample goes to the unconditional
     expert, index `num_experts`, with gate 1. Step 2, prototypical routing for every other token: Z_ij =
     cos(x_i, p_j), activated by `activation` (identity, the paper's: the raw cosine, possibly negative; softmax over
-    experts; sigmoid), top-1 expert j* = argmax_j Z_ij with gate act(Z)_{i j*}, never renormalised."""
+    experts; sigmoid), top-1 expert j* = argmax_j Z_ij with gate act(Z)_{i j*}, never renormalised. With
+    `learnable=False` the prototypes get no gradient (the k-means-routing ablation sets them once, `kmeans.py`)."""
 
-    def __init__(self, dim: int, num_experts: int, *, activation: str = "identity", conditional: bool = True) -> None:
+    def __init__(
+        self, dim: int, num_experts: int, *, activation: str = "identity", conditional: bool = True,
+        learnable: bool = True,
+    ) -> None:  # fmt: skip
         super().__init__()
         self.num_experts = positive_int(num_experts, "num_experts")
         self.activation = check_choice(activation, ACTIVATIONS, "activation")
         self.conditional = bool(conditional)
-        self.prototypes = nn.Parameter(0.02 * torch.randn(num_experts, positive_int(dim, "dim")))
+        self.prototypes = nn.Parameter(0.02 * torch.randn(num_experts, positive_int(dim, "dim")),
+                                       requires_grad=bool(learnable))  # fmt: skip
 
     def forward(self, x: torch.Tensor, is_null: torch.Tensor) -> RoutingDecision:
         """x: (T, dim), is_null: (T,) bool (the token's sample carries the null label) -> `RoutingDecision`."""
@@ -61,7 +66,8 @@ class PrototypeRouter(nn.Module):
 
     def extra_repr(self) -> str:
         """The router's settings, for the module's repr."""
-        return f"num_experts={self.num_experts}, activation={self.activation}, conditional={self.conditional}"
+        return (f"num_experts={self.num_experts}, activation={self.activation}, conditional={self.conditional}, "
+                f"learnable={self.prototypes.requires_grad}")  # fmt: skip
 
 
 class LinearRouter(nn.Module):

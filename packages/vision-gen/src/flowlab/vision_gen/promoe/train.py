@@ -23,10 +23,14 @@ from flowlab.core.paths import AffinePath
 from flowlab.core.schedules import CondOT, DiscreteVP
 from flowlab.core.train import TrainSettings
 from flowlab.vision_gen.kit.train import fit_with_ema
+from flowlab.vision_gen.promoe.kmeans import fit_kmeans_prototypes
 from flowlab.vision_gen.promoe.model import ModelConfig, promoe_dit
 from flowlab.vision_gen.promoe.names import OBJECTIVES
 
-__all__ = ["TrainConfig", "promoe_loss", "train_promoe"]
+__all__ = ["KMEANS_IMAGES", "TrainConfig", "promoe_loss", "train_promoe"]
+
+#: how many training images (drawn by the run's seed) give the k-means-routing ablation its centroids
+KMEANS_IMAGES = 512
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,8 @@ def train_promoe(
 ) -> DiT:
     """The variant of `model_config` trained on images (N, 1, S, S) in [-1, 1] with labels (N,) in
     [0, num_classes): its EMA weights, in eval mode, on `device`. With `ckpt_dir` it checkpoints there and resumes
-    from the latest checkpoint."""
+    from the latest checkpoint. The k-means-routing ablation first fits its frozen prototypes on `KMEANS_IMAGES`
+    training images."""
     size = model_config.size
     if not isinstance(images, torch.Tensor) or images.dim() != 4 or tuple(images.shape[1:]) != (1, size, size):
         got = tuple(images.shape) if isinstance(images, torch.Tensor) else type(images).__name__
@@ -102,6 +107,10 @@ def train_promoe(
     device = torch.device(device)
     model = promoe_dit(model_config, seed=config.seed).to(device)
     data, targets = images.to(device), labels.to(device)
+    if model_config.variant == "promoe_kmeans":
+        pick = torch.randperm(data.shape[0], generator=torch.Generator().manual_seed(config.seed))[:KMEANS_IMAGES]
+        fit_kmeans_prototypes(model, data[pick.to(device)], targets[pick.to(device)], objective=config.objective,
+                              seed=config.seed)  # fmt: skip
 
     def batches(step: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         idx = torch.randint(0, data.shape[0], (config.batch_size,), generator=g).to(device)
