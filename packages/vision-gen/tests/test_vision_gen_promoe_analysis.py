@@ -107,6 +107,11 @@ def test_routing_analysis_of_small_models():
             assert table.shape == (10, 3) and float(table.sum()) == 30 * 16  # token once (EC: 3 picks of 160)
         m = result.metrics
         assert 0 <= m["nmi"] <= 1 and 0 <= m["js_divergence"] <= math.log(2) and 0 <= m["subspace_similarity"] <= 1
+        per_block = {i: [expert_class_nmi(result.tables[f"{i}@t={t}"]) for t in (0.3, 0.7)] for i in (1, 3)}
+        for i, values in per_block.items():  # per block: the mean over times; the blocks' mean is the nmi
+            assert m[f"nmi_block{i}"] == pytest.approx(sum(values) / 2, abs=1e-12)
+        assert m["nmi"] == pytest.approx((m["nmi_block1"] + m["nmi_block3"]) / 2, abs=1e-12)
+        assert m["experts_per_token"] == pytest.approx(1.0)  # top-1 routing and expert choice at capacity 1
         assert m["null_to_uncond"] == 1.0 if variant == "promoe" else "null_to_uncond" not in m
         assert model.training  # left in the mode it was in
     dense = promoe_dit(ModelConfig(variant="dense", dim=16, depth=2, heads=2))

@@ -103,6 +103,7 @@ def run_digits(ctx: BenchContext) -> BenchResult:
             "ProMoE-B ablation, + RCL [paper]": {"fd_cfg1": 24.97},
             "DiT-MoE-L (token choice) [paper]": {"fd_cfg1": 16.57, "fd_cfg1p5": 4.10},
             "EC-DiT-L (expert choice) [paper]": {"fd_cfg1": 15.58, "fd_cfg1p5": 3.65},
+            "DiffMoE-L-E8 [paper]": {"fd_cfg1": 14.46, "fd_cfg1p5": 3.51},
             "ProMoE-L-Flow [paper]": {"fd_cfg1": 11.61, "fd_cfg1p5": 2.79},
         },
         plots=tuple(plots),
@@ -132,7 +133,8 @@ _SMOKE = replace(_CPU, model=ModelConfig(size=8, dim=16, depth=2, heads=2, num_r
                  train=TrainConfig(steps=2, batch_size=8), runs=(*VARIANTS, "promoe/ddpm"), n=20, sample_steps=2,
                  analysis_n=20)  # fmt: skip
 
-_ROUTING_MAX = ("nmi", "nmi_t0p2", "nmi_t0p5", "nmi_t0p8", "js_divergence", "utilisation_entropy", "null_to_uncond")
+_ROUTING_MAX = ("nmi", "nmi_t0p2", "nmi_t0p5", "nmi_t0p8", "nmi_block1", "nmi_block3", "nmi_block5", "js_divergence",
+                "utilisation_entropy", "null_to_uncond")  # fmt: skip
 DIGITS = Scenario(
     name="vision.promoe.digits",
     package="vision",
@@ -152,7 +154,7 @@ DIGITS = Scenario(
     "activated parameters (cpu adds DiffMoE-lite and ProMoE without RCL, without conditional routing, with softmax / "
     "sigmoid gates, without the shared expert, with k-means routing); digits-FD and accuracy at CFG 1.0 / 1.5, "
     "expert-class NMI, subset JS divergence, expert subspace similarity.",
-    expected_seconds={"smoke": 10, "quick": 90, "full": 5400},  # quick: 82-90 s measured (2 workers; 163-223 s on one)
+    expected_seconds={"smoke": 10, "quick": 60, "cpu": 150, "full": 5400},
     headline=True,
     claim=Claim(
         "ProMoE's expert-class NMI above token-choice MoE's (explicit routing guidance specialises experts)",

@@ -80,6 +80,7 @@ def routing_analysis(
     model.train(was_training)
     metrics = {"nmi": sum(map(sum, per_time.values())) / sum(map(len, per_time.values()))}
     metrics |= {f"nmi_t{t:g}".replace(".", "p"): sum(v) / len(v) for t, v in per_time.items()}
+    metrics |= {f"nmi_block{i}": _mean([v[k] for v in per_time.values()]) for k, i in enumerate(layers)}
     metrics["js_divergence"] = _mean([utilisation_divergence(tab, *SUBSETS) for tab in tables.values()])
     loads = [sum(tab.sum(0) for name, tab in tables.items() if name.startswith(f"{i}@")) for i in layers]
     metrics["utilisation_entropy"] = _mean([utilisation_entropy(load) for load in loads])
