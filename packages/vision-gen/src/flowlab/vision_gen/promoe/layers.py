@@ -134,12 +134,16 @@ class ExpertChoiceMoE(ContextMLP):
         self.capacity_factor = float(capacity_factor)
         self.register_buffer("routed", torch.ones(num_experts, dtype=torch.bool), persistent=False)
 
+    def capacity(self, tokens: int) -> int:
+        """How many of a batch's `tokens` each expert takes: ceil(capacity_factor tokens / E), at most all."""
+        return min(tokens, math.ceil(self.capacity_factor * tokens / self.experts.num_experts))
+
     def forward(self, x: torch.Tensor, *, context: TokenContext) -> MLPOutput:
         """x: (B, N, dim) -> `MLPOutput`."""
         flat = _flat(x, self.dim)
         t, e = flat.shape[0], self.experts.num_experts
         scores = self.router(flat).scores  # (T, E)
-        capacity = min(t, math.ceil(self.capacity_factor * t / e))
+        capacity = self.capacity(t)
         gate, index = scores.T.topk(capacity, dim=-1)  # (E, C) each
         picked = self.experts(flat[index]) * gate[..., None].to(flat.dtype)
         out = self.shared(flat).index_add(0, index.reshape(-1), picked.reshape(-1, self.dim))
@@ -177,9 +181,8 @@ class DiffMoELite(ExpertChoiceMoE):
         if self.training:
             out = super().forward(x, context=context)
             picked = out.stats["dispatch"].reshape(logits.shape).float()
-            capacity = min(flat.shape[0], math.ceil(self.capacity_factor * flat.shape[0] / self.experts.num_experts))
             with torch.no_grad():
-                quantile = logits.sigmoid().topk(capacity, dim=0).values[-1]  # (E,)
+                quantile = logits.sigmoid().topk(self.capacity(flat.shape[0]), dim=0).values[-1]  # (E,)
                 self.threshold.lerp_(quantile.to(self.threshold.dtype), 1 - self.threshold_decay)
             return MLPOutput(out.out, {"capacity": F.binary_cross_entropy_with_logits(logits, picked)}, out.stats)
         t, e = flat.shape[0], self.experts.num_experts
@@ -190,6 +193,7 @@ class DiffMoELite(ExpertChoiceMoE):
         out = self.shared(flat).index_add(
             0, token, dispatch_top1(self.experts, flat[token], expert, scores[token, expert])
         )
-        dispatch = torch.zeros(t, e, dtype=torch.bool, device=x.device).index_put((token, expert), torch.tensor(True))
+        dispatch = torch.zeros(t, e, dtype=torch.bool, device=x.device)
+        dispatch[token, expert] = True
         stats = {"dispatch": dispatch.reshape(*x.shape[:2], e), "tokens_per_expert": k, "routed": self.routed}
         return MLPOutput(out.reshape(x.shape), {}, stats)
