@@ -154,7 +154,7 @@ DIGITS = Scenario(
     "activated parameters (cpu adds DiffMoE-lite and ProMoE without RCL, without conditional routing, with softmax / "
     "sigmoid gates, without the shared expert, with k-means routing); digits-FD and accuracy at CFG 1.0 / 1.5, "
     "expert-class NMI, subset JS divergence, expert subspace similarity.",
-    expected_seconds={"smoke": 10, "quick": 60, "cpu": 150, "full": 5400},
+    expected_seconds={"smoke": 10, "quick": 45, "cpu": 150, "full": 5400},  # quick 40-41 s, cpu 181-187 s (loaded)
     headline=True,
     claim=Claim(
         "ProMoE's expert-class NMI above token-choice MoE's (explicit routing guidance specialises experts)",
