@@ -180,7 +180,7 @@ def test_activated_flops_equal_the_dense_mlps(kind):
 def test_every_parameter_gets_a_gradient_when_experts_get_no_tokens():
     """One conditional token: a single expert is used, yet every parameter (unused experts, the unconditional
     one, the prototypes) has a finite .grad (what DistributedDataParallel needs); used experts a non-zero one."""
-    for variant in VARIANTS[2:]:
+    for variant in (v for v in VARIANTS if v != "dense"):
         model = promoe_dit(ModelConfig(variant=variant, dim=16, depth=2, heads=2, num_routed=3, class_dropout=0.0))
         out = model(x=torch.randn(1, 1, 8, 8), t=torch.rand(1), y=torch.tensor([4]), return_aux=True)
         (out.sample.square().mean() + out.aux_loss + 0 * out.sample.sum()).backward()

@@ -114,5 +114,11 @@ def test_routing_analysis_of_small_models():
         assert m["experts_per_token"] == pytest.approx(1.0)  # top-1 routing and expert choice at capacity 1
         assert m["null_to_uncond"] == 1.0 if variant == "promoe" else "null_to_uncond" not in m
         assert model.training  # left in the mode it was in
+    diffmoe = promoe_dit(ModelConfig(variant="diffmoe", dim=16, depth=4, heads=2, num_routed=3), seed=0)
+    for thresholds, experts in (([-1.0] * 3, 3.0), ([2.0, -1.0, -1.0], 2.0)):  # below / above every probability
+        for i in (1, 3):
+            diffmoe.blocks[i].mlp.threshold.copy_(torch.tensor(thresholds))
+        metrics = routing_analysis(diffmoe, images, labels, times=(0.3,), rank=2).metrics
+        assert metrics["experts_per_token"] == experts and metrics["dead_experts"] == 3 - experts
     dense = promoe_dit(ModelConfig(variant="dense", dim=16, depth=2, heads=2))
     assert routing_analysis(dense, images, labels).metrics == {}

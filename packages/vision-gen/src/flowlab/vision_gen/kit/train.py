@@ -194,8 +194,8 @@ def fit_with_ema(
     ema = None if ema_decay is None else EMA(model, decay=ema_decay, warmup_steps=ema_warmup)
     opt = torch.optim.Adam(param_groups or model.parameters(), lr=lr)
     if schedule == "one_cycle":
-        # torch's OneCycleLR divides by zero when pct_start * steps is exactly 1: at 20 steps warm up over 1.5
-        pct_start = 0.075 if steps == 20 else 0.05
+        # torch's OneCycleLR divides by zero when pct_start * steps is exactly 1 (20 steps): warm up over 1.5 then
+        pct_start = 0.05 if 0.05 * steps != 1 else 0.075
         sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps, pct_start=pct_start)
     else:
         warm = max(1, steps // 20)

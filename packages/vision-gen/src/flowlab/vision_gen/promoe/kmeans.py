@@ -4,7 +4,7 @@ layer receives, instead of being learned.
 The centroids are fitted once, before training, on the network as initialised: conditional tokens of training
 images noised along the objective's path at uniform times. The layers are fitted in order (a layer's tokens are
 read after the layers before it route by their centroids). Routing is by cosine, so the tokens are normalised to
-the unit sphere first (spherical k-means, scikit-learn's `KMeans` on the normalised tokens).
+the unit sphere first and clustered there by scikit-learn's (Euclidean) `KMeans`.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ def fit_kmeans_prototypes(
         k = layer.router.num_experts
         if tokens.shape[0] < k:
             raise ValueError(f"images: {tokens.shape[0]} tokens cannot give {k} centroids; pass more images")
+        if max_tokens < k:
+            raise ValueError(f"max_tokens: expected at least the {k} centroids' number, got {max_tokens}")
         keep = torch.randperm(tokens.shape[0], generator=g)[:max_tokens]
         kmeans = KMeans(k, n_init=4, random_state=seed).fit(tokens[keep].numpy())
         centroids = torch.from_numpy(kmeans.cluster_centers_)

@@ -8,9 +8,9 @@
 
 Widths: with the dense MLP's hidden width H, the shared expert and every routed expert have H / 2, so a token's
 activated matmul FLOPs (shared + one expert; on average for expert choice) equal the dense MLP's, 4 dim H per
-token; the router adds 2 dim E. Each layer reports `stats`: `dispatch` (B, N, E) bool, which of the bank's experts
-processed each token, `tokens_per_expert` (E,) and `routed` (E,) bool, the experts a router chooses (False: the
-unconditional expert).
+token; the router adds 2 dim E (ProMoE without its shared expert gives each expert the whole H instead). Each layer
+reports `stats`: `dispatch` (B, N, E) bool, which of the bank's experts processed each token, `tokens_per_expert`
+(E,) and `routed` (E,) bool, the experts a router chooses (False: the unconditional expert).
 """
 
 from __future__ import annotations
@@ -158,10 +158,12 @@ class DiffMoELite(ExpertChoiceMoE):
     over the batch-level global token pool (`ExpertChoiceMoE`), plus a capacity predictor, an MLP dim -> dim -> E
     (SiLU) on the detached tokens trained by binary cross-entropy (returned as `capacity`) on which experts picked
     each token. Each training call moves expert j's threshold, an EMA (decay `threshold_decay`) of the C-th largest
-    predicted probability of the batch. In eval mode expert j takes k_j tokens, k_j the number whose predicted
-    probability exceeds its threshold, choosing them by router score: the compute follows the predictor instead of
-    a fixed capacity. Simplified: no capacity schedule and no capacity factor above 1; the inference dispatch reads
-    its number of (token, expert) pairs back from the device."""
+    predicted probability of the batch (from 0, as in the official code). In eval mode expert j takes k_j tokens, k_j
+    the number whose predicted probability exceeds its threshold, choosing them by router score: the compute follows
+    the predictor instead of a fixed capacity. Simplified: no capacity schedule. The thresholds are a buffer, so a
+    model that ends holding EMA weights compares its averaged predictor with the live predictor's quantiles (close
+    once the learning rate has decayed). The inference dispatch reads its number of (token, expert) pairs back from
+    the device."""
 
     def __init__(
         self, dim: int, hidden: int, *, num_experts: int, capacity_factor: float = 1.0, threshold_decay: float = 0.95
