@@ -139,6 +139,8 @@ def test_kmeans_rejects_bad_input():
         fit_kmeans_prototypes(model, torch.randn(4, 8, 8), torch.zeros(4, dtype=torch.long))
     with pytest.raises(ValueError, match="max_tokens"):
         fit_kmeans_prototypes(model, torch.randn(4, 1, 8, 8), torch.zeros(4, dtype=torch.long), max_tokens=0)
+    with pytest.raises(ValueError, match="max_tokens: expected at least the 3"):
+        fit_kmeans_prototypes(model, torch.randn(4, 1, 8, 8), torch.zeros(4, dtype=torch.long), max_tokens=2)
     many = promoe_dit(ModelConfig(variant="promoe_kmeans", dim=16, depth=2, heads=2, num_routed=20))
     with pytest.raises(ValueError, match="16 tokens cannot give 20 centroids"):
         fit_kmeans_prototypes(many, torch.randn(1, 1, 8, 8), torch.zeros(1, dtype=torch.long))
