@@ -19,6 +19,7 @@ from torch import nn
 
 from flowlab.core.train import (
     EMA,
+    cpu_state_dict,
     fit,
     init_distributed,
     is_distributed,
@@ -306,6 +307,19 @@ def _trained_parts(tmp_path, **kwargs):
         device="cpu", generator=gen, ckpt_dir=tmp_path, progress=False, **kwargs,
     )  # fmt: skip
     return model, opt, sched, ema, gen, out
+
+
+def test_cpu_state_dict_is_a_detached_cpu_copy_that_loads_back(tmp_path):
+    net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    net(torch.randn(8, 3)).sum().backward()  # BatchNorm's running stats move; the weights hold gradients
+    state = cpu_state_dict(net)
+    assert list(state) == list(net.state_dict())  # buffers too, in order
+    assert all(t.device.type == "cpu" and not t.requires_grad for t in state.values())
+    torch.save(state, tmp_path / "w.pt")
+    twin = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
+    twin.load_state_dict(torch.load(tmp_path / "w.pt", weights_only=True))
+    for name, value in net.state_dict().items():
+        assert torch.equal(twin.state_dict()[name], value), name
 
 
 def test_checkpoint_is_tensors_and_json_only(tmp_path):

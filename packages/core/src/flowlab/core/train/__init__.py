@@ -9,6 +9,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
     {
         "flowlab.core.train.checkpoint": [
             "LoadedCheckpoint",
+            "cpu_state_dict",
             "latest_checkpoint",
             "load_checkpoint",
             "load_weights",

@@ -36,7 +36,9 @@ from torch import nn
 from flowlab.core.train.distributed import all_gather_tensor, dist_info, unwrap_model
 from flowlab.core.train.ema import EMA
 
-__all__ = ["LoadedCheckpoint", "latest_checkpoint", "load_checkpoint", "load_weights", "save_checkpoint"]
+__all__ = [
+    "LoadedCheckpoint", "cpu_state_dict", "latest_checkpoint", "load_checkpoint", "load_weights", "save_checkpoint"
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +99,12 @@ def _model_device(model: nn.Module) -> torch.device:
     for t in (*model.parameters(), *model.buffers()):
         return t.device
     return torch.device("cpu")
+
+
+def cpu_state_dict(module: nn.Module) -> dict[str, torch.Tensor]:
+    """The module's state_dict with every tensor on the CPU (and no autograd history): what `torch.save` writes, or
+    what one process hands another, whatever device the module trained on."""
+    return {name: t.detach().cpu() for name, t in module.state_dict().items()}
 
 
 def latest_checkpoint(ckpt_dir: str | os.PathLike[str]) -> Path | None:

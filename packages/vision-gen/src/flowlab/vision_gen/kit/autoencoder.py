@@ -34,7 +34,7 @@ from torch import nn
 
 from flowlab.core.artifacts import Artifact, ensure
 from flowlab.core.config import Config
-from flowlab.core.train import fit
+from flowlab.core.train import cpu_state_dict, fit
 from flowlab.vision_gen.kit.data import digits_source, load_digits_images
 from flowlab.vision_gen.kit.photos import photo_crops, photo_path, photo_split
 
@@ -329,7 +329,7 @@ def save_autoencoder(autoencoder: TinyAutoencoder, folder: str | os.PathLike[str
         raise ValueError(f"autoencoder: expected a TinyAutoencoder, got {type(autoencoder).__name__}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    torch.save({k: v.detach().cpu() for k, v in autoencoder.state_dict().items()}, folder / "weights.pt")
+    torch.save(cpu_state_dict(autoencoder), folder / "weights.pt")
     meta = {
         "_class_name": "TinyAutoencoder",
         "config": autoencoder.settings.to_dict(),

@@ -35,6 +35,7 @@ from flowlab.core.nets.labels import check_labels
 from flowlab.core.paths import AffinePath
 from flowlab.core.schedules import EDM, CondOT, DiscreteVP
 from flowlab.core.solvers import edm_sample, sample_diffusion, solve_ode
+from flowlab.core.train import cpu_state_dict
 from flowlab.vision_gen.kit.data import digits_source, load_digits_images
 from flowlab.vision_gen.kit.nets import ClassDiT, DiTField
 from flowlab.vision_gen.kit.train import fit_with_ema
@@ -245,7 +246,7 @@ def train_teacher(config: TeacherConfig, *, progress: bool = False) -> DigitsTea
 
 def _build_teacher(config: TeacherConfig, folder: Path) -> None:
     teacher = train_teacher(config, progress=True)
-    torch.save({k: v.detach().cpu() for k, v in teacher.state_dict().items()}, folder / "weights.pt")
+    torch.save(cpu_state_dict(teacher), folder / "weights.pt")
 
 
 def teacher_artifact(config: TeacherConfig) -> Artifact:

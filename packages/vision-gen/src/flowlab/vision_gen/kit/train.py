@@ -17,7 +17,7 @@ from flowlab.core.artifacts import Artifact, ensure
 from flowlab.core.config import Config
 from flowlab.core.losses import ddpm_loss
 from flowlab.core.schedules import DiscreteVP
-from flowlab.core.train import EMA, fit
+from flowlab.core.train import EMA, cpu_state_dict, fit
 from flowlab.vision_gen.kit.data import digits_source, load_digits_images
 from flowlab.vision_gen.kit.nets import CoreUNetField, DiTField, UNetField, core_unet, tiny_dit, tiny_unet
 
@@ -80,7 +80,7 @@ def _build_denoiser(config: DigitsDenoiserConfig, folder: Path) -> None:
         device=config.device,
         progress=True,
     )
-    torch.save({k: v.detach().cpu() for k, v in field.state_dict().items()}, folder / "weights.pt")
+    torch.save(cpu_state_dict(field), folder / "weights.pt")
 
 
 def digits_denoiser_artifact(config: DigitsDenoiserConfig) -> Artifact:

@@ -86,7 +86,7 @@ def routing_analysis(
     loads = [sum(tab.sum(0) for name, tab in tables.items() if name.startswith(f"{i}@")) for i in layers]
     metrics["utilisation_entropy"] = _mean([utilisation_entropy(load) for load in loads])
     metrics["dead_experts"] = _mean([dead_experts(load) for load in loads])
-    tokens_per_table = images.shape[0] * (model.image_size // model.patch) ** 2
+    tokens_per_table = images.shape[0] * model.grid**2
     metrics["experts_per_token"] = _mean([float(t.sum()) / tokens_per_table for t in tables.values()])
     metrics["subspace_similarity"] = _mean([
         subspace_similarity(model.blocks[i].mlp.experts.w1[model.blocks[i].mlp.routed], rank) for i in layers

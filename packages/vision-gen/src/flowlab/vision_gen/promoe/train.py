@@ -109,8 +109,8 @@ def train_promoe(
     data, targets = images.to(device), labels.to(device)
     if model_config.variant == "promoe_kmeans":
         pick = torch.randperm(data.shape[0], generator=torch.Generator().manual_seed(config.seed))[:KMEANS_IMAGES]
-        fit_kmeans_prototypes(model, data[pick.to(device)], targets[pick.to(device)], objective=config.objective,
-                              seed=config.seed)  # fmt: skip
+        pick = pick.to(device)
+        fit_kmeans_prototypes(model, data[pick], targets[pick], objective=config.objective, seed=config.seed)
 
     def batches(step: int, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         idx = torch.randint(0, data.shape[0], (config.batch_size,), generator=g).to(device)

@@ -13,6 +13,7 @@ import torch
 from flowlab.core.artifacts import Artifact, ensure
 from flowlab.core.bench import BenchContext, DataMissing, Job, Timer, torch_threads
 from flowlab.core.config import Config
+from flowlab.core.train import cpu_state_dict
 from flowlab.crowd_sim.data import SPLITS, Window, load_scene, scene_files
 from flowlab.crowd_sim.envsocial_diff.model import EnvSocialConfig
 from flowlab.crowd_sim.envsocial_diff.objective import FrameBatch, pack_frames, training_frames, unpack_frames
@@ -130,7 +131,7 @@ def _candidate(ctx: BenchContext, scene_name: str, ablation: str, seed: int) -> 
                 sample_steps=cfg.sample_steps,
                 progress=False,
             )
-    state = {k: v.cpu() for k, v in model.denoiser.state_dict().items()}
+    state = cpu_state_dict(model.denoiser)
     return {"state": state, "scale": model.scale, "val_mae": score[0], "seconds": tm.seconds}
 
 

@@ -25,6 +25,7 @@ from flowlab.core.bench import (
     parallel_map,
     torch_threads,
 )
+from flowlab.core.train import cpu_state_dict
 from flowlab.crowd_sim.data import SPLITS, load_scene
 from flowlab.crowd_sim.envsocial_diff.baselines import SocialForcePolicy, calibrate_social_force, constant_velocity
 from flowlab.crowd_sim.envsocial_diff.benchmarks.candidates import load_candidate
@@ -118,7 +119,7 @@ def _candidate(ctx: BenchContext, ablation: str, seed: int) -> dict:
                 progress=False,
                 validate=validate,
             )
-    state = {k: v.cpu() for k, v in model.denoiser.state_dict().items()}
+    state = cpu_state_dict(model.denoiser)
     return {"state": state, "scale": model.scale, "val": scores[0], "seconds": tm.seconds}
 
 

@@ -17,6 +17,7 @@ import torch
 
 from flowlab.core.bench import BenchContext, BenchResult, Claim, Job, Scenario, parallel_jobs
 from flowlab.core.config import Config
+from flowlab.core.train import cpu_state_dict
 from flowlab.vision_gen.kit.autoencoder import AutoencoderConfig, autoencoder_artifact, tiny_autoencoder
 from flowlab.vision_gen.kit.data import load_digits_images
 from flowlab.vision_gen.kit.metrics import digits_feature_net, feature_net_artifact
@@ -114,10 +115,6 @@ def _setup(cfg: DigitsBench, seed: int) -> tuple[Any, dict, torch.Tensor, torch.
     return ae, data, *scenario_keys(cfg.n, cfg.model.key_bits, seed)
 
 
-def _cpu_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {name: t.cpu() for name, t in model.state_dict().items()}
-
-
 def _train_keyed(cfg: DigitsBench, seed: int, which: str, device: str) -> tuple[dict[str, torch.Tensor], float]:
     """Train MOLM or WOUAF ("molm" / "wouaf") on `device` -> (its state dict on the CPU, training seconds)."""
     ae, data, _, _ = _setup(cfg, seed)
@@ -125,7 +122,7 @@ def _train_keyed(cfg: DigitsBench, seed: int, which: str, device: str) -> tuple[
     start = time.perf_counter()
     train_molm(model, data["train"][0], replace(cfg.train, seed=seed, split_seed=seed), digits_feature_net(),
                device=device)  # fmt: skip
-    return _cpu_state(model), time.perf_counter() - start
+    return cpu_state_dict(model), time.perf_counter() - start
 
 
 def _evaluate_keyed(cfg: DigitsBench, seed: int, which: str, trained) -> dict[str, float]:
@@ -147,7 +144,7 @@ def _train_hidden(cfg: DigitsBench, seed: int, device: str) -> tuple[dict[str, t
     start = time.perf_counter()
     hidden = train_hidden(data["train"][1], cfg.model.key_bits, replace(cfg.hidden, seed=seed), digits_feature_net(),
                           device=device)  # fmt: skip
-    return _cpu_state(hidden), time.perf_counter() - start
+    return cpu_state_dict(hidden), time.perf_counter() - start
 
 
 def _hidden(cfg: DigitsBench, state: dict[str, torch.Tensor]) -> HiddenLite:
