@@ -65,6 +65,9 @@ def test_entropy_and_dead_experts():
     assert utilisation_entropy(torch.tensor([4.0, 0, 0, 0])) == pytest.approx(0.0)
     assert utilisation_entropy(torch.tensor([1.0, 1.0, 0.0, 0.0])) == pytest.approx(math.log(2) / math.log(4))
     assert dead_experts(torch.tensor([3.0, 0.0, 1.0, 0.0])) == 2
+    assert dead_experts(torch.zeros(3)) == 3  # no token routed: every expert dead
+    with pytest.raises(ValueError, match="non-negative"):
+        dead_experts(torch.tensor([1.0, -1.0]))
     for bad in (torch.zeros(3), torch.tensor([1.0, -1.0]), torch.tensor([1.0, float("nan")])):
         with pytest.raises(ValueError, match="table"):
             utilisation_entropy(bad)
@@ -120,5 +123,10 @@ def test_routing_analysis_of_small_models():
             diffmoe.blocks[i].mlp.threshold.copy_(torch.tensor(thresholds))
         metrics = routing_analysis(diffmoe, images, labels, times=(0.3,), rank=2).metrics
         assert metrics["experts_per_token"] == experts and metrics["dead_experts"] == 3 - experts
+    for i in (1, 3):  # above every probability: no token routed, the routing measures undefined (NaN), no error
+        diffmoe.blocks[i].mlp.threshold.fill_(2.0)
+    metrics = routing_analysis(diffmoe, images, labels, times=(0.3,), rank=2).metrics
+    assert metrics["experts_per_token"] == 0.0 and metrics["dead_experts"] == 3
+    assert all(math.isnan(metrics[k]) for k in ("nmi", "nmi_block1", "js_divergence", "utilisation_entropy"))
     dense = promoe_dit(ModelConfig(variant="dense", dim=16, depth=2, heads=2))
     assert routing_analysis(dense, images, labels).metrics == {}

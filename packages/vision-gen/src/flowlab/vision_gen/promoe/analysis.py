@@ -32,10 +32,10 @@ __all__ = [
 ]
 
 
-def _table(table: object, name: str = "table") -> torch.Tensor:
+def _table(table: object, name: str = "table", *, empty: bool = False) -> torch.Tensor:
     check_tensor(table, name, min_dim=2)
-    if table.dim() != 2 or bool((table < 0).any()) or not float(table.sum()) > 0:
-        raise ValueError(f"{name}: expected non-negative counts (C, E) with a positive total")
+    if table.dim() != 2 or bool((table < 0).any()) or not (empty or float(table.sum()) > 0):
+        raise ValueError(f"{name}: expected non-negative counts (C, E)" + ("" if empty else " with a positive total"))
     return table.double()
 
 
@@ -89,8 +89,8 @@ def utilisation_entropy(counts: torch.Tensor) -> float:
 
 
 def dead_experts(counts: torch.Tensor) -> int:
-    """counts: (E,) tokens per expert -> how many received none."""
-    return int((_table(counts[None]) == 0).sum())
+    """counts: (E,) tokens per expert -> how many received none (all E when no token was routed)."""
+    return int((_table(counts[None], empty=True) == 0).sum())
 
 
 def subspace_similarity(weights: torch.Tensor, rank: int) -> float:

@@ -6,7 +6,7 @@ guidance scale.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -75,16 +75,16 @@ def routing_analysis(
                 dispatch = out.stats[f"blocks.{i}.dispatch"][..., routed].flatten(0, 1)
                 token_labels = labels[:, None].expand(out.stats[f"blocks.{i}.dispatch"].shape[:2]).reshape(-1)
                 tables[f"{i}@t={t:g}"] = contingency(dispatch, token_labels, model.num_classes).cpu()
-                per_time[t].append(expert_class_nmi(tables[f"{i}@t={t:g}"]))
+                per_time[t].append(_if_routed(expert_class_nmi, tables[f"{i}@t={t:g}"]))
         tt = torch.full((images.shape[0],), float(times[len(times) // 2]), device=images.device)
         null = model(x=torch.randn(images.shape, generator=g).to(images), t=tt, y=None, return_aux=True).stats
     model.train(was_training)
     metrics = {"nmi": sum(map(sum, per_time.values())) / sum(map(len, per_time.values()))}
     metrics |= {f"nmi_t{t:g}".replace(".", "p"): sum(v) / len(v) for t, v in per_time.items()}
     metrics |= {f"nmi_block{i}": _mean([v[k] for v in per_time.values()]) for k, i in enumerate(layers)}
-    metrics["js_divergence"] = _mean([utilisation_divergence(tab, *SUBSETS) for tab in tables.values()])
+    metrics["js_divergence"] = _mean([_if_routed(utilisation_divergence, tab, *SUBSETS) for tab in tables.values()])
     loads = [sum(tab.sum(0) for name, tab in tables.items() if name.startswith(f"{i}@")) for i in layers]
-    metrics["utilisation_entropy"] = _mean([utilisation_entropy(load) for load in loads])
+    metrics["utilisation_entropy"] = _mean([_if_routed(utilisation_entropy, load) for load in loads])
     metrics["dead_experts"] = _mean([dead_experts(load) for load in loads])
     tokens_per_table = images.shape[0] * model.grid**2
     metrics["experts_per_token"] = _mean([float(t.sum()) / tokens_per_table for t in tables.values()])
@@ -95,6 +95,14 @@ def routing_analysis(
     if all(d.shape[-1] for d in uncond):
         metrics["null_to_uncond"] = _mean([float(d.any(-1).double().mean()) for d in uncond])
     return RoutingAnalysis(metrics, tables)
+
+
+def _if_routed(metric: Callable[..., float], table: torch.Tensor, *subsets: Sequence[int]) -> float:
+    """metric(table, *subsets) for a routing table (C, E) or an expert load (E,), or NaN where it is undefined: no
+    token was routed (a DiffMoE-lite whose thresholds exceed every prediction), or one of `subsets`' classes got
+    none."""
+    rows = [table[list(subset)] for subset in subsets] or [table]
+    return metric(table, *subsets) if all(float(r.sum()) > 0 for r in rows) else math.nan
 
 
 def _mean(values: list[float]) -> float:
