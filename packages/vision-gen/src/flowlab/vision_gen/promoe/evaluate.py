@@ -36,8 +36,9 @@ class RoutingAnalysis:
     """metrics: the routing measures averaged over MoE layers (and times): nmi (and nmi_t0p2 ... per time,
     nmi_block1 ... per MoE block), js_divergence, utilisation_entropy, dead_experts, experts_per_token (the routed
     experts a conditional token used, on average: 1 for top-1 routing), subspace_similarity, null_to_uncond (the
-    share of null-label tokens sent to an unconditional expert; absent without one); tables: "<layer>@t=<t>" -> the
-    routing table (C, E) of the conditional tokens over the routed experts (empty for the dense variant)."""
+    share of null-label tokens sent to an unconditional expert; absent without one); nmi, js_divergence and
+    utilisation_entropy are NaN where no token was routed; tables: "<layer>@t=<t>" -> the routing table (C, E) of the
+    conditional tokens over the routed experts (empty for the dense variant)."""
 
     metrics: dict[str, float]
     tables: dict[str, torch.Tensor]
