@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -26,6 +27,27 @@ def _rank_one_fails(rank: int) -> None:
 
 def _sleeps(rank: int) -> None:
     time.sleep(30)
+
+
+def _counts_runs(rank: int, folder: str) -> None:
+    if rank == 1:
+        with open(Path(folder) / "ran", "a") as f:
+            f.write("x")
+        raise ArithmeticError("fn's own failure")
+
+
+def _fail_joining(monkeypatch, folder: Path, times: int) -> None:
+    """Rank 1's first `times` init_process_group calls (counted in files, across forked ranks) raise Gloo's error."""
+    real = dist.init_process_group
+
+    def flaky(*args, rank, **kwargs):
+        tries = len(list(folder.glob("join*")))
+        if rank == 1 and tries < times:
+            (folder / f"join{tries}").touch()
+            raise RuntimeError("[enforce fail at gloo/transport/tcp/pair.cc] Connection closed by peer")
+        return real(*args, rank=rank, **kwargs)
+
+    monkeypatch.setattr(dist, "init_process_group", flaky)  # the forked ranks inherit the patch
 
 
 def test_two_ranks_all_reduce_to_the_sum():
@@ -62,3 +84,22 @@ def test_bad_arguments_are_refused():
             spawn_gloo(_sleeps, world, **kwargs)
     with pytest.raises(ValueError, match="fn"):
         spawn_gloo("not a function", 2)
+
+
+def test_a_group_that_fails_to_form_once_is_formed_again(monkeypatch, tmp_path):
+    _fail_joining(monkeypatch, tmp_path, times=1)
+    with pytest.warns(UserWarning, match="failed to form on rank 1, trying once more"):
+        results = spawn_gloo(_all_reduce, 2, 10.0, timeout=30)
+    assert [torch.equal(r["sum"], torch.tensor([21.0, 2.0])) for r in results] == [True, True]
+    assert len(list(tmp_path.glob("join*"))) == 1
+
+
+def test_a_second_failure_to_form_and_a_failure_in_fn_are_not_retried(monkeypatch, tmp_path):
+    _fail_joining(monkeypatch, tmp_path, times=2)
+    with pytest.warns(UserWarning), pytest.raises(RankError, match="rank 1 of 2 failed") as info:
+        spawn_gloo(_all_reduce, 2, 10.0, timeout=30)
+    assert "Connection closed by peer" in str(info.value)
+    monkeypatch.undo()
+    with pytest.raises(RankError, match="fn's own failure"):
+        spawn_gloo(_counts_runs, 2, str(tmp_path), timeout=30)
+    assert (tmp_path / "ran").read_text() == "x"  # fn ran once

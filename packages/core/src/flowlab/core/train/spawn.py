@@ -12,6 +12,7 @@ import socket
 import tempfile
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,10 +38,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _record_failure(out_dir: str, rank: int) -> None:
+def _record_failure(out_dir: str, rank: int, phase: str) -> None:
     # when it was raised (before the group is torn down), so the parent names the rank that failed first, not a
-    # peer whose collective it broke
-    (Path(out_dir) / f"rank{rank}.err").write_text(f"{time.time()!r}\n{traceback.format_exc()}")
+    # peer whose collective it broke; `phase` ("join" or "run") says whether `fn` had started
+    (Path(out_dir) / f"rank{rank}.err").write_text(f"{time.time()!r} {phase}\n{traceback.format_exc()}")
 
 
 def _run_rank(
@@ -58,60 +59,36 @@ def _run_rank(
         store = f"file://{Path(out_dir) / 'store'}"
         dist.init_process_group("gloo", init_method=store, rank=rank, world_size=world_size)
     except BaseException:
-        _record_failure(out_dir, rank)
+        _record_failure(out_dir, rank, "join")
         raise
     try:
         result = fn(rank, *args)
         with open(Path(out_dir) / f"rank{rank}.pkl", "wb") as f:
             pickle.dump(result, f)
     except BaseException:
-        _record_failure(out_dir, rank)
+        _record_failure(out_dir, rank, "run")
         raise
     finally:
         dist.destroy_process_group()
 
 
-def _first_failure(out_dir: str, error: Exception) -> tuple[int, str]:
-    """The rank whose error came first and its traceback (the exit status when no rank recorded one)."""
+def _first_failure(out_dir: str, error: Exception) -> tuple[int, str, str]:
+    """The rank whose error came first, its traceback (the exit status when no rank recorded one) and the phase it
+    failed in ("join": while forming the group, "run": in `fn`, "exit": unrecorded)."""
     failures = []
     for path in Path(out_dir).glob("rank*.err"):
-        when, detail = path.read_text().split("\n", 1)
-        failures.append((float(when), int(path.stem[4:]), detail.strip()))
+        head, detail = path.read_text().split("\n", 1)
+        when, phase = head.split(" ")
+        failures.append((float(when), int(path.stem[4:]), phase, detail.strip()))
     if not failures:
-        return getattr(error, "error_index", -1), str(error)
-    _, rank, detail = min(failures)
-    others = sorted(r for _, r, _ in failures if r != rank)
-    return rank, detail + (f"\n(then ranks {others} failed too)" if others else "")
+        return getattr(error, "error_index", -1), str(error), "exit"
+    _, rank, phase, detail = min(failures)
+    others = sorted(f[1] for f in failures if f[1] != rank)
+    return rank, detail + (f"\n(then ranks {others} failed too)" if others else ""), phase
 
 
-def spawn_gloo(
-    fn: Callable[..., Any],
-    world_size: int,
-    *args: Any,
-    timeout: float = 60.0,
-    threads: int = 1,
-    start_method: str = "fork",
-) -> list[Any]:
-    """Run `fn(rank, *args)` on `world_size` local processes in one Gloo group; returns their results in rank order.
-
-    Each process sets `threads` torch threads, joins the group through a file store in a private temporary folder
-    (`MASTER_ADDR`, a free loopback `MASTER_PORT`, `RANK`, `LOCAL_RANK`, `WORLD_SIZE` are set too, so
-    `init_distributed()` inside finds the group) and
-    leaves it when `fn` returns. Results must pickle. A rank that raises (or dies) stops every rank and raises
-    `RankError` naming it with its traceback; ranks still running after `timeout` seconds are killed and a
-    `TimeoutError` names them. "fork" (the default) runs functions of any module, test modules included, and must
-    not be used once CUDA is initialised; "spawn" needs an importable `fn`.
-    """
-    if not callable(fn):
-        raise ValueError(f"fn: expected a callable fn(rank, *args), got {fn!r}")
-    if not (isinstance(world_size, int) and not isinstance(world_size, bool) and world_size >= 1):
-        raise ValueError(f"world_size: expected an integer >= 1, got {world_size!r}")
-    if not (isinstance(timeout, (int, float)) and timeout > 0):
-        raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
-    if not (isinstance(threads, int) and threads >= 1):
-        raise ValueError(f"threads: expected an integer >= 1, got {threads!r}")
-    if start_method not in mp.get_all_start_methods():
-        raise ValueError(f"start_method: expected one of {mp.get_all_start_methods()}, got {start_method!r}")
+def _attempt(fn: Callable[..., Any], world_size: int, args: tuple, timeout: float, threads: int, start_method: str):
+    """One try of `spawn_gloo`: the results in rank order, or (rank, detail, phase) of the first failure."""
     with tempfile.TemporaryDirectory(prefix="flowlab-gloo-") as out_dir:
         context = mp.start_processes(
             _run_rank,
@@ -130,10 +107,50 @@ def spawn_gloo(
                         p.join()
                     raise TimeoutError(f"spawn_gloo: ranks {running} of {world_size} still running after {timeout:g} s")
         except (mp.ProcessRaisedException, mp.ProcessExitedException) as e:
-            rank, detail = _first_failure(out_dir, e)
-            raise RankError(rank, world_size, detail) from None
+            return _first_failure(out_dir, e)
         results = []
         for rank in range(world_size):
             with open(Path(out_dir) / f"rank{rank}.pkl", "rb") as f:
                 results.append(pickle.load(f))
         return results
+
+
+def spawn_gloo(
+    fn: Callable[..., Any],
+    world_size: int,
+    *args: Any,
+    timeout: float = 60.0,
+    threads: int = 1,
+    start_method: str = "fork",
+) -> list[Any]:
+    """Run `fn(rank, *args)` on `world_size` local processes in one Gloo group; returns their results in rank order.
+
+    Each process sets `threads` torch threads, joins the group through a file store in a private temporary folder
+    (`MASTER_ADDR`, a free loopback `MASTER_PORT`, `RANK`, `LOCAL_RANK`, `WORLD_SIZE` are set too, so
+    `init_distributed()` inside finds the group) and leaves it when `fn` returns. Results must pickle. A rank that
+    raises (or dies) stops every rank and raises `RankError` naming it with its traceback; ranks still running after
+    `timeout` seconds are killed and a `TimeoutError` names them. A group that fails to form (a rank's
+    `init_process_group` raises, as Gloo's full-mesh connect can under load) is formed once more in a fresh store,
+    with a warning, so `fn` may have started on some ranks of the failed try; a failure inside `fn` is never
+    retried, nor a second failure to form. "fork" (the default) runs functions of any module, test modules included,
+    and must not be used once CUDA is initialised; "spawn" needs an importable `fn`.
+    """
+    if not callable(fn):
+        raise ValueError(f"fn: expected a callable fn(rank, *args), got {fn!r}")
+    if not (isinstance(world_size, int) and not isinstance(world_size, bool) and world_size >= 1):
+        raise ValueError(f"world_size: expected an integer >= 1, got {world_size!r}")
+    if not (isinstance(timeout, (int, float)) and timeout > 0):
+        raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
+    if not (isinstance(threads, int) and threads >= 1):
+        raise ValueError(f"threads: expected an integer >= 1, got {threads!r}")
+    if start_method not in mp.get_all_start_methods():
+        raise ValueError(f"start_method: expected one of {mp.get_all_start_methods()}, got {start_method!r}")
+    out = _attempt(fn, world_size, args, timeout, threads, start_method)
+    if isinstance(out, tuple) and out[2] == "join":
+        # Gloo's full-mesh connect can lose a loopback connection under load: the group is formed once more
+        msg = f"spawn_gloo: the group failed to form on rank {out[0]}, trying once more:\n{out[1]}"
+        warnings.warn(msg, stacklevel=2)
+        out = _attempt(fn, world_size, args, timeout, threads, start_method)
+    if isinstance(out, tuple):
+        raise RankError(out[0], world_size, out[1])
+    return out
