@@ -21,6 +21,10 @@ def test_edm_noise_cumulative_variance_closed_form():
     numeric = torch.cat([torch.zeros(1, dtype=torch.float64), torch.cumulative_trapezoid(g2, t)])
     torch.testing.assert_close(noise.variance(t), numeric, rtol=1e-6, atol=1e-6)
     assert noise.total == pytest.approx(float(numeric[-1]), rel=1e-6)
+    torch.testing.assert_close(noise.remaining(t), noise.total - noise.variance(t), rtol=0, atol=1e-12)
+    # near t = 1 the remainder is about sigma_min^2 (1 - t), far below float32's resolution of total - variance
+    near = torch.tensor([1 - 1e-4], dtype=torch.float32)
+    assert float(noise.remaining(near)) == pytest.approx(1e-6 * 1e-4, rel=0.01)
 
 
 def test_base_bridge_matches_the_zero_drift_sde_and_core_bridge():
@@ -119,6 +123,37 @@ def test_asbs_learns_a_gaussian_target():
     assert model.potential.n_evals == 4 * 2 * 128  # only adjoint epochs call the energy
     assert model.log.stage == ["A"] * 4 + ["C"] * 2 + ["A"] * 4  # one record per epoch, its mean loss finite
     assert all(math.isfinite(v) for v in model.log.loss)
+
+
+def test_warm_start_bridge_matching_carries_the_source_to_the_data():
+    """Bridge matching alone (1000 steps, no energy calls) on 4000 draws of N(m, diag(s^2)): the controlled SDE's
+    samples have the data's mean and std within 0.12, where the untrained (zero) controller gives the source's; a
+    config without warm-start steps, or data of the wrong shape or with a NaN, is refused by name."""
+    m, s = torch.tensor([1.5, -1.0]), torch.tensor([0.3, 0.8])
+    data = m + s * torch.randn(4000, 2, generator=torch.Generator().manual_seed(1))
+
+    class Untouchable:
+        dim, kT, n_evals = 2, 1.0, 0
+
+        def energy_and_forces(self, x):
+            raise AssertionError("the warm start must not call the energy")
+
+    cfg = ASBSConfig(sde_steps=60, batch_size=256, hidden=(64, 64), warm_start_steps=1000, warm_start_lr=3e-3)
+    model = ASBS(Untouchable(), EDMNoise(2.0, 0.01), cfg, source_std=1.0, generator=torch.Generator().manual_seed(2))
+    _, before = model.sample(4000)
+    assert float((before.mean(0) - m).abs().max()) > 0.9  # the zero controller: the source's mean, 0
+    assert math.isfinite(model.warm_start(data))
+    _, x1 = model.sample(4000)
+    assert float((x1.mean(0) - m).abs().max()) < 0.12
+    assert float((x1.std(0) - s).abs().max()) < 0.12
+    with pytest.raises(ValueError, match="data"):
+        model.warm_start(data[:, :1])
+    with pytest.raises(ValueError, match="data"):
+        model.warm_start(torch.full((3, 2), float("nan")))
+    with pytest.raises(ValueError, match="warm_start_steps"):
+        ASBS(Untouchable(), EDMNoise(2.0, 0.01), ASBSConfig(), source_std=1.0).warm_start(data)
+    with pytest.raises(ValueError, match="warm_start_steps"):
+        ASBSConfig(warm_start_steps=-1)
 
 
 def test_path_importance_weights_correct_a_wrong_control():

@@ -51,6 +51,20 @@ def test_sn2_scenario_runs_end_to_end_on_a_tiny_budget(tmp_path, tiny_sn2):
     assert math.isfinite(res.baselines["WTMetaD (Langevin)"]["pmf_asymmetry"])
 
 
+def test_sn2_cpu_samplers_are_warm_started_from_the_plain_md_and_pay_for_it(tmp_path):
+    """The cpu variant's code path at smoke size: both samplers bridge-match onto the plain Langevin samples before
+    their curriculum; the MD's energy calls are added to each sampler's and reported as warm_start_evals."""
+    smoke = SN2.variants["smoke"]
+    assert smoke.sampler.asbs.warm_start_steps > 0 and SN2.variants["cpu"].sampler.asbs.warm_start_steps > 0
+    ctx = BenchContext(0, "smoke", smoke, torch.device("cpu"), torch.Generator().manual_seed(0), tmp_path, None)
+    res = SN2.run(ctx)
+    md = res.baselines["Langevin MD"]["evals"]
+    assert md == smoke.walkers * smoke.md_steps
+    adjoint = smoke.sampler.asbs.stages.count("A") * smoke.sampler.asbs.adjoint_epochs * smoke.sampler.asbs.new_samples
+    for row in (res.metrics, res.baselines["ASBS"]):  # + 24: the internal coordinates' Hessian at the reactant
+        assert row["warm_start_evals"] == md and row["evals"] == md + adjoint + 24
+
+
 def test_variants_are_typed_and_reject_misspelt_or_unknown_settings():
     """A misspelt field, a wrong type, an unknown key in a TOML-style table or a curriculum for a system that does
     not exist is an error naming it; Mueller-Brown's quick curriculum is the full one."""

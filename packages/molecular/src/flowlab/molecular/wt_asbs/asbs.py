@@ -6,6 +6,8 @@ Adjoint matching: b_theta(t, X_t) -> -c(X_1), c = clip(grad(E + V)(X_1) / kT) + 
 bridge between buffered (X_0, X_1) (core `BridgePath` with the closed-form cumulative variance).
 Corrector matching: h_phi(X_1) -> (X_0 - X_1) / V_tot, the score of the base transition.
 Each epoch refreshes its stage's replay buffer, then takes `steps_per_epoch` AdamW steps through the core `fit`.
+Warm start (optional, before the curriculum): bridge matching of the controller on independent pairs of a source
+draw and a data sample (short MD), b_theta(t, X_t) -> (X_1 - X_t) / (V_tot - S(t)), whose SDE ends on the data.
 With a `WellTemperedBias`, hills are deposited at the CVs of every epoch's new samples after `skip_epochs`.
 `sample_weighted` adds path-space (Girsanov) importance weights for the unbiased Boltzmann density.
 """
@@ -56,6 +58,11 @@ class EDMNoise:
         """S(t) = int_0^t g(u)^2 du, elementwise; S(1) = `total` (V_tot)."""
         return self._antiderivative(0.0) - self._antiderivative(t)
 
+    def remaining(self, t: torch.Tensor) -> torch.Tensor:
+        """V_tot - S(t) = int_t^1 g(u)^2 du, elementwise, without the cancellation of `total - variance(t)` near
+        t = 1 (where it is about sigma_min^2 (1 - t))."""
+        return self._antiderivative(t) - self._antiderivative(1.0)
+
 
 def clip_per_atom(grad: torch.Tensor, max_norm: float, atom_dim: int) -> torch.Tensor:
     """Scale each atom's (or each toy sample's, atom_dim = D) gradient block to norm <= max_norm: (B, D)."""
@@ -82,6 +89,8 @@ class ASBSConfig(Config):
     force_clip: float = 100.0
     skip_epochs: int = 10
     hidden: tuple[int, ...] = (64, 64, 64)
+    warm_start_steps: int = 0
+    warm_start_lr: float = 3e-4
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -101,6 +110,11 @@ class ASBSConfig(Config):
                 raise ValueError(f"{name}: expected a positive integer, got {v!r}")
         if self.skip_epochs < 0:
             raise ValueError(f"skip_epochs: expected >= 0, got {self.skip_epochs!r}")
+        if not isinstance(self.warm_start_steps, int) or self.warm_start_steps < 0:
+            msg = f"expected an integer >= 0 (0: no warm start), got {self.warm_start_steps!r}"
+            raise ValueError(f"warm_start_steps: {msg}")
+        if not self.warm_start_lr > 0:
+            raise ValueError(f"warm_start_lr: expected a positive learning rate, got {self.warm_start_lr!r}")
 
     @property
     def epochs(self) -> int:
@@ -355,6 +369,51 @@ class ASBS:
         r = (self.noise.variance(t) / self.noise.total)[:, None]
         z = self._mean_free(torch.randn(x1.shape, generator=self.generator, device=x1.device, dtype=x1.dtype))
         return (1 - r) * x0 + r * x1 + (r * (1 - r) * self.noise.total).clamp_min(0).sqrt() * z
+
+    def warm_start(self, data: torch.Tensor) -> float:
+        """Bridge-match the controller onto `data`: (N, D) (e.g. short MD in the sampler's coordinates) for the
+        config's `warm_start_steps` AdamW steps from `warm_start_lr` down a cosine, batches of `batch_size`;
+        returns the last loss.
+
+        Pairs are independent: X_0 from the source, X_1 from `data`; X_t from the base bridge and the target is
+        the bridge's drift (X_1 - X_t) / (V_tot - S(t)) (mean-free for molecules), whose Markovian projection
+        carries the source to the data. The loss weights each pair by 1 - r(t), which keeps the target's variance
+        bounded as t -> 1. No energy calls."""
+        cfg = self.config
+        if cfg.warm_start_steps < 1:
+            raise ValueError("warm_start: the config's warm_start_steps is 0 (no warm start)")
+        data = torch.as_tensor(data)
+        if data.dim() != 2 or data.shape[1] != self.dim or len(data) < 1:
+            raise ValueError(f"data: expected samples of shape (N, {self.dim}), got {tuple(data.shape)}")
+        if not bool(torch.isfinite(data).all()):
+            raise ValueError("data: expected finite samples, got NaN or inf")
+        data = data.to(device=self.device, dtype=self.dtype)
+
+        def batch(step: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+            idx = torch.randint(0, len(data), (cfg.batch_size,), generator=generator, device=self.device)
+            return self._source(cfg.batch_size, generator), data[idx]
+
+        def loss(net: nn.Module, pair: tuple[torch.Tensor, torch.Tensor], generator: torch.Generator):
+            # the bridge in float64 with 1 - r(t) = (V_tot - S(t)) / V_tot from `remaining`: near t = 1 it is far
+            # below float32's resolution of r
+            x0, x1 = (x.double() for x in pair)
+            t = torch.rand(len(x0), generator=generator, device=self.device, dtype=torch.float64)
+            keep = (self.noise.remaining(t) / self.noise.total)[:, None]  # 1 - r
+            z = self._mean_free(torch.randn(x0.shape, generator=generator, device=self.device, dtype=torch.float64))
+            xt = keep * x0 + (1 - keep) * x1 + (keep * (1 - keep) * self.noise.total).sqrt() * z
+            # sqrt(1 - r) times the target (X_1 - X_t) / (V_tot - S(t)): bounded as t -> 1
+            scaled_target = self._mean_free(x1 - xt) / (keep.sqrt() * self.noise.total)
+            b = net(x=xt.to(self.dtype), t=t.to(self.dtype))
+            return ((keep.sqrt().to(self.dtype) * b - scaled_target.to(self.dtype)) ** 2).sum(-1).mean(), {}
+
+        opt = torch.optim.AdamW(self.controller.parameters(), lr=cfg.warm_start_lr, weight_decay=cfg.weight_decay)
+        cosine = torch.optim.lr_scheduler.CosineAnnealingLR(opt, cfg.warm_start_steps)
+        result = fit(
+            self.controller, loss, batch, steps=cfg.warm_start_steps, optimizer=opt, lr_schedule=cosine,
+            grad_clip=cfg.grad_clip,
+            device=self.device, generator=self.generator, log_every=cfg.warm_start_steps, progress=False,
+        )  # fmt: skip
+        return float(result.history[-1]["loss"])
 
     def train(self, on_epoch: Callable[[TrainLog], None] | None = None) -> TrainLog:
         """Run the curriculum, each epoch one `fit` of `steps_per_epoch` AdamW steps on the epoch's buffer (the

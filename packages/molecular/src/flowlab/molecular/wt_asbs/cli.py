@@ -166,6 +166,7 @@ def sample(
     from flowlab.molecular.wt_asbs.asbs import ASBS
     from flowlab.molecular.wt_asbs.benchmarks.aldp import ALDP
     from flowlab.molecular.wt_asbs.benchmarks.sn2 import SN2
+    from flowlab.molecular.wt_asbs.benchmarks.sn2_runs import reactant_md
     from flowlab.molecular.wt_asbs.benchmarks.toy import TOY
     from flowlab.molecular.wt_asbs.dihedrals import cv_name, dihedral_bias
     from flowlab.molecular.wt_asbs.sn2 import REACTANT, internal_source, reaction_cv, sn2_potential
@@ -174,6 +175,7 @@ def sample(
 
     files = _user_files(system, positions, cv)
     to_x = torch.as_tensor  # samples are positions, except on internal coordinates
+    warm_data = None  # the warm start's data (SN2: plain MD in the reactant well)
     if bias not in ("on", "off"):
         raise typer.BadParameter(f"expected on|off, got {bias!r}", param_hint="--bias")
     molecule = files is not None or system == "aldp"
@@ -208,10 +210,13 @@ def sample(
         pot, cvs = sn2_potential(workers=cfg.workers, wall_nm=cfg.wall_nm, wall_k=cfg.wall_k), reaction_cv()
         wt = sampler.bias.build(*cfg.grid_range, kT=pot.kT)
         kw = {"source_mean": REACTANT[0].float(), "atom_dim": 3}
+        if sampler.asbs.warm_start_steps:
+            warm_data = reactant_md(cfg, pot, torch.Generator().manual_seed(seed)).samples
         if cfg.coordinates == "internal":  # the cpu variant: the complex on affine internal coordinates
             pot, cvs = sn2_internal_system(pot, reaction_units=cfg.reaction_units)
             mean, std = internal_source(pot, sampler.source_std, cfg.cv_source_std)
             kw, to_x = {"source_mean": mean, "atom_dim": 1, "source_std": std}, pot.cartesian
+            warm_data = None if warm_data is None else pot.z(warm_data)
     else:
         pot = make_toy(system)
         cvs, wt = toy_cvs(pot), toy_bias(pot, sampler.bias)
@@ -222,6 +227,8 @@ def sample(
     model = ASBS.from_config(
         pot, sampler, cvs=cvs if bias == "on" else None, bias=wt if bias == "on" else None, generator=gen, **kw
     )
+    if warm_data is not None:
+        model.warm_start(warm_data)
     log = model.train(on_epoch=_progress(sampler.asbs.epochs))
     data = {}
     if system in TOYS:  # path weights cost one energy call per sample; on molecules they are not used by default

@@ -70,9 +70,10 @@ def run_sn2(ctx: BenchContext) -> BenchResult:
         return out
 
     metad, reference, nodes = counted(lambda: reference_row(cfg, ctx, pot, e_min=e_min))
-    out = {"WTMetaD (Langevin)": metad, "Langevin MD": counted(lambda: md_row(cfg, ctx, pot, None, e_min=e_min))}
+    md_out, md = counted(lambda: md_row(cfg, ctx, pot, None, e_min=e_min))
+    out = {"WTMetaD (Langevin)": metad, "Langevin MD": md_out}
     pmfs = {"WTMetaD (Langevin)": (nodes.tolist(), reference.clamp(max=25).tolist())}
-    runs = sampler_rows(cfg, ctx, pot, e_min=e_min, counted=counted)
+    runs = sampler_rows(cfg, ctx, pot, e_min=e_min, counted=counted, md=md, md_evals=int(md_out["evals"]))
     ours, run = runs["WT-ASBS"]
     bias = run["model"].bias
     f = bias.free_energy() / pot.kT
@@ -142,7 +143,8 @@ SN2_SMOKE = replace(
     md_steps=40,
 )
 #: internal coordinates on 2 CPU cores (issue 38): the samplers on `sn2.internal_system`'s z (d = 12) with the
-#: source wide along the reaction line, a CV wall at the bias grid's ends, and the cached converged WTMetaD reference
+#: source wide along the reaction line, warm-started by bridge matching on the plain MD's reactant-well samples, a CV
+#: wall inside the bias grid's ends, and the cached converged WTMetaD reference
 SN2_CPU = replace(
     SN2_QUICK,
     sampler=SamplerConfig(
@@ -158,6 +160,8 @@ SN2_CPU = replace(
             skip_epochs=5,
             lr=1e-3,
             force_clip=50.0,
+            warm_start_steps=3000,
+            warm_start_lr=3e-3,
         ),
         bias=BiasConfig(bins=150, sigma=0.01, height=0.03, bias_factor=5.0, walls=((-0.2, 0.2),)),
         sigma_max=1.5,
@@ -173,10 +177,11 @@ SN2_CPU = replace(
     wall_nm=0.32,
     wall_k=5e4,
 )
-#: toy size of the cpu variant's code path: internal coordinates and a cached tiny reference (8 walkers x 200 steps)
+#: toy size of the cpu variant's code path: internal coordinates, a 2-step warm start and a cached tiny reference (8
+#: walkers x 200 steps)
 SN2_CPU_SMOKE = replace(
     SN2_CPU,
-    sampler=replace(SN2_CPU.sampler, asbs=SN2_SMOKE.sampler.asbs),
+    sampler=replace(SN2_CPU.sampler, asbs=replace(SN2_SMOKE.sampler.asbs, warm_start_steps=2)),
     n_eval=16,
     walkers=2,
     md_steps=40,

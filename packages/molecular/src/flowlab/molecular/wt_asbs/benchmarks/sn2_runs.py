@@ -12,7 +12,7 @@ from flowlab.core.bench import BenchContext
 from flowlab.molecular.wt_asbs.analysis import delta_f_from_pmf, delta_f_from_samples, reweight
 from flowlab.molecular.wt_asbs.asbs import ASBS
 from flowlab.molecular.wt_asbs.benchmarks.common import sampler_seed
-from flowlab.molecular.wt_asbs.reference import langevin
+from flowlab.molecular.wt_asbs.reference import LangevinResult, langevin
 from flowlab.molecular.wt_asbs.sn2 import (
     REACTANT,
     WELLS,
@@ -25,7 +25,7 @@ from flowlab.molecular.wt_asbs.sn2 import (
 )
 from flowlab.molecular.wt_asbs.sn2_reference import sn2_reference
 
-__all__ = ["md_row", "pmf_row", "reference_row", "run_sampler", "sample_row", "sampler_rows"]
+__all__ = ["md_row", "pmf_row", "reactant_md", "reference_row", "run_sampler", "sample_row", "sampler_rows"]
 
 
 def sample_row(pot, x: torch.Tensor, weights: torch.Tensor | None, *, evals: int, wall: float, e_min: float):
@@ -53,17 +53,21 @@ def pmf_row(f: torch.Tensor, nodes: torch.Tensor, *, cutoff: float) -> dict[str,
     }
 
 
-def md_row(cfg, ctx: BenchContext, pot, bias, *, e_min: float) -> dict[str, float]:
+def reactant_md(cfg, pot, generator: torch.Generator, bias=None) -> LangevinResult:
     """Overdamped Langevin (WTMetaD with `bias`, plain without) on Cartesian positions: `walkers` from the reactant
-    complex, md_steps steps (the first tenth burn-in); its samples' row, e^{V/kT}-reweighted with a bias."""
-    cv = reaction_cv()
-    res = langevin(
-        pot, REACTANT.repeat(cfg.walkers, 1), steps=cfg.md_steps, dt=cfg.md_dt, generator=ctx.generator,
-        cvs=cv if bias else None, bias=bias, deposit_every=cfg.md_deposit_every, record_every=10,
+    complex, md_steps steps of md_dt, a record every 10 after the first tenth (burn-in)."""
+    return langevin(
+        pot, REACTANT.repeat(cfg.walkers, 1), steps=cfg.md_steps, dt=cfg.md_dt, generator=generator,
+        cvs=reaction_cv() if bias else None, bias=bias, deposit_every=cfg.md_deposit_every, record_every=10,
         burn_in=cfg.md_steps // 10,
     )  # fmt: skip
-    w = reweight(bias(cv(res.samples)).value, pot.kT) if bias is not None else None
-    return sample_row(pot, res.samples, w, evals=res.energy_evals, wall=res.seconds, e_min=e_min)
+
+
+def md_row(cfg, ctx: BenchContext, pot, bias, *, e_min: float) -> tuple[dict[str, float], torch.Tensor]:
+    """`reactant_md`'s row, its samples e^{V/kT}-reweighted with a bias, and its samples (N, 18) nm."""
+    res = reactant_md(cfg, pot, ctx.generator, bias)
+    w = reweight(bias(reaction_cv()(res.samples)).value, pot.kT) if bias is not None else None
+    return sample_row(pot, res.samples, w, evals=res.energy_evals, wall=res.seconds, e_min=e_min), res.samples
 
 
 def reference_row(cfg, ctx: BenchContext, pot, *, e_min: float) -> tuple[dict[str, float], torch.Tensor, torch.Tensor]:
@@ -71,7 +75,7 @@ def reference_row(cfg, ctx: BenchContext, pot, *, e_min: float) -> tuple[dict[st
     `cfg.reference` (with its drift over the last half of its snapshots), else Cartesian WTMetaD run here."""
     if cfg.reference is None:
         bias = cfg.md_bias.build(*cfg.grid_range, kT=pot.kT)
-        row = md_row(cfg, ctx, pot, bias, e_min=e_min)
+        row = md_row(cfg, ctx, pot, bias, e_min=e_min)[0]
         f, nodes = bias.free_energy() / pot.kT, bias.nodes[0]
         return {**row, **pmf_row(f, nodes, cutoff=cfg.pmf_cutoff)}, f, nodes
     ref = sn2_reference(cfg.reference)
@@ -85,10 +89,11 @@ def reference_row(cfg, ctx: BenchContext, pot, *, e_min: float) -> tuple[dict[st
     return row, f, nodes
 
 
-def run_sampler(cfg, pot, seed: int, bias) -> dict:
+def run_sampler(cfg, pot, seed: int, bias, md: torch.Tensor | None = None) -> dict:
     """Train (WT-)ASBS on the complex in the variant's coordinates (Cartesian, or `internal_system`'s z with the
-    source wide along the reaction line) and draw n_eval samples: {"model", "x": (N, 18) nm, "w": (N,) the
-    e^{V/kT} weights or None, "evals" (this sampler's energy calls), "wall"}."""
+    source wide along the reaction line), warm-started by bridge matching on the reactant-well MD samples `md`:
+    (M, 18) nm when the config has warm-start steps, and draw n_eval samples: {"model", "x": (N, 18) nm, "w": (N,)
+    the e^{V/kT} weights or None, "evals" (this sampler's energy calls, not the MD's), "wall"}."""
     evals0, start = pot.n_evals, time.perf_counter()
     cv = reaction_cv()
     if cfg.coordinates == "internal":
@@ -99,22 +104,31 @@ def run_sampler(cfg, pot, seed: int, bias) -> dict:
         target, cvs, mean, kw, to_x = pot, cv, REACTANT[0].float(), {"atom_dim": 3}, lambda x: x
     model = ASBS.from_config(target, cfg.sampler, source_mean=mean, cvs=cvs if bias else None, bias=bias,
                              generator=torch.Generator().manual_seed(seed), **kw)  # fmt: skip
+    if cfg.sampler.asbs.warm_start_steps:
+        if md is None:
+            raise ValueError("md: the config warm-starts the sampler, give the MD samples")
+        model.warm_start(target.z(md) if cfg.coordinates == "internal" else md)
     model.train()
     x = to_x(model.sample(cfg.n_eval)[1].double())
     w = reweight(bias(cv(x)).value, pot.kT) if bias is not None else None
     return {"model": model, "x": x, "w": w, "evals": pot.n_evals - evals0, "wall": time.perf_counter() - start}
 
 
-def sampler_rows(cfg, ctx: BenchContext, pot, *, e_min: float, counted) -> dict[str, tuple[dict, dict]]:
-    """WT-ASBS, then plain ASBS, each run through `counted` (which resets and reads the energy counters):
-    {name: (row, `run_sampler`'s run)}."""
+def sampler_rows(
+    cfg, ctx: BenchContext, pot, *, e_min: float, counted, md: torch.Tensor, md_evals: int
+) -> dict[str, tuple[dict, dict]]:
+    """WT-ASBS, then plain ASBS, each run through `counted` (which resets and reads the energy counters) and, with
+    warm-start steps, bridge-matched onto the plain MD's samples `md`: (M, 18) first (their `md_evals` energy calls
+    added to each sampler's evals and reported as warm_start_evals): {name: (row, `run_sampler`'s run)}."""
+    extra = md_evals if cfg.sampler.asbs.warm_start_steps else 0
     out = {}
     for name, wt in (("WT-ASBS", True), ("ASBS", False)):
 
         def one(wt=wt):
             bias = cfg.sampler.bias.build(*cfg.grid_range, kT=pot.kT) if wt else None
-            run = run_sampler(cfg, pot, sampler_seed(ctx.generator), bias)
-            return sample_row(pot, run["x"], run["w"], evals=run["evals"], wall=run["wall"], e_min=e_min), run
+            run = run_sampler(cfg, pot, sampler_seed(ctx.generator), bias, md)
+            row = sample_row(pot, run["x"], run["w"], evals=run["evals"] + extra, wall=run["wall"], e_min=e_min)
+            return {**row, "warm_start_evals": float(extra)}, run
 
         out[name] = counted(one)
     return out
