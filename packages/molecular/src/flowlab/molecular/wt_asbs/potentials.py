@@ -354,8 +354,9 @@ class TBLitePotential:
     forces (B, 3 N) kJ/mol/nm, one single-point calculation per configuration, spread over `workers` threads.
 
     A configuration whose SCF does not converge is retried with Fermi smearing at `retry_smearing` K, a slightly
-    different surface (0.8 kT lower at the SN2 reactant complex; counted in `n_retried`). If that fails too its
-    energy and forces are NaN (counted in `n_failed`); ASBS and `langevin` treat NaN forces as zero.
+    different surface (0.8 kT lower at the SN2 reactant complex; counted in `n_retried`). If that fails too, or
+    tblite refuses the geometry (atoms too close, an overlap matrix that is not positive definite), its energy and
+    forces are NaN (counted in `n_failed`); ASBS and `langevin` treat NaN forces as zero.
     """
 
     def __init__(
@@ -402,15 +403,15 @@ class TBLitePotential:
         """pos_nm: (3 N,) -> (energy kJ/mol, forces (3 N,) kJ/mol/nm, SCF attempts that did not converge)."""
         bohr = pos_nm.reshape(-1, 3) / BOHR_NM
         for attempt, smearing in enumerate((None, self.retry_smearing)):
-            calc = self._calculator(self.method, self.numbers, bohr, charge=self.charge, uhf=self.uhf)
-            calc.set("verbosity", 0)
-            if smearing is not None:
-                calc.set("temperature", smearing * KB_HARTREE)
             try:
+                calc = self._calculator(self.method, self.numbers, bohr, charge=self.charge, uhf=self.uhf)
+                calc.set("verbosity", 0)
+                if smearing is not None:
+                    calc.set("temperature", smearing * KB_HARTREE)
                 res = calc.singlepoint()
             except self._scf_error as err:
-                if "SCF not converged" not in str(err):
-                    raise ValueError(f"x: tblite rejected the configuration: {err}") from err
+                if "SCF not converged" not in str(err):  # a geometry tblite cannot solve: no energy, no retry
+                    return math.nan, np.full(self.dim, math.nan), 2
                 continue
             grad = res.get("gradient") * (HARTREE_TO_KJMOL / BOHR_NM)
             return float(res.get("energy")) * HARTREE_TO_KJMOL, -grad.ravel(), attempt
