@@ -53,7 +53,8 @@ def test_sn2_scenario_runs_end_to_end_on_a_tiny_budget(tmp_path, tiny_sn2):
 
 def test_sn2_cpu_samplers_are_warm_started_from_the_plain_md_and_pay_for_it(tmp_path):
     """The cpu variant's code path at smoke size: both samplers bridge-match onto the plain Langevin samples before
-    their curriculum; the MD's energy calls are added to each sampler's and reported as warm_start_evals."""
+    their curriculum; the MD's energy calls and seconds are added to each sampler's and reported as
+    warm_start_evals and warm_start_wall_s."""
     smoke = SN2.variants["smoke"]
     assert smoke.sampler.asbs.warm_start_steps > 0 and SN2.variants["cpu"].sampler.asbs.warm_start_steps > 0
     ctx = BenchContext(0, "smoke", smoke, torch.device("cpu"), torch.Generator().manual_seed(0), tmp_path, None)
@@ -63,6 +64,7 @@ def test_sn2_cpu_samplers_are_warm_started_from_the_plain_md_and_pay_for_it(tmp_
     adjoint = smoke.sampler.asbs.stages.count("A") * smoke.sampler.asbs.adjoint_epochs * smoke.sampler.asbs.new_samples
     for row in (res.metrics, res.baselines["ASBS"]):  # + 24: the internal coordinates' Hessian at the reactant
         assert row["warm_start_evals"] == md and row["evals"] == md + adjoint + 24
+        assert row["warm_start_wall_s"] == res.baselines["Langevin MD"]["wall_s"] < row["wall_s"]
 
 
 def test_variants_are_typed_and_reject_misspelt_or_unknown_settings():

@@ -73,7 +73,9 @@ def run_sn2(ctx: BenchContext) -> BenchResult:
     md_out, md = counted(lambda: md_row(cfg, ctx, pot, None, e_min=e_min))
     out = {"WTMetaD (Langevin)": metad, "Langevin MD": md_out}
     pmfs = {"WTMetaD (Langevin)": (nodes.tolist(), reference.clamp(max=25).tolist())}
-    runs = sampler_rows(cfg, ctx, pot, e_min=e_min, counted=counted, md=md, md_evals=int(md_out["evals"]))
+    runs = sampler_rows(
+        cfg, ctx, pot, e_min=e_min, counted=counted, md=md, md_evals=int(md_out["evals"]), md_wall=md_out["wall_s"]
+    )
     ours, run = runs["WT-ASBS"]
     bias = run["model"].bias
     f = bias.free_energy() / pot.kT

@@ -115,20 +115,22 @@ def run_sampler(cfg, pot, seed: int, bias, md: torch.Tensor | None = None) -> di
 
 
 def sampler_rows(
-    cfg, ctx: BenchContext, pot, *, e_min: float, counted, md: torch.Tensor, md_evals: int
+    cfg, ctx: BenchContext, pot, *, e_min: float, counted, md: torch.Tensor, md_evals: int, md_wall: float
 ) -> dict[str, tuple[dict, dict]]:
     """WT-ASBS, then plain ASBS, each run through `counted` (which resets and reads the energy counters) and, with
     warm-start steps, bridge-matched onto the plain MD's samples `md`: (M, 18) first (their `md_evals` energy calls
-    added to each sampler's evals and reported as warm_start_evals): {name: (row, `run_sampler`'s run)}."""
-    extra = md_evals if cfg.sampler.asbs.warm_start_steps else 0
+    and `md_wall` seconds added to each sampler's evals and wall_s and reported as warm_start_evals and
+    warm_start_wall_s): {name: (row, `run_sampler`'s run)}."""
+    extra, extra_wall = (md_evals, md_wall) if cfg.sampler.asbs.warm_start_steps else (0, 0.0)
     out = {}
     for name, wt in (("WT-ASBS", True), ("ASBS", False)):
 
         def one(wt=wt):
             bias = cfg.sampler.bias.build(*cfg.grid_range, kT=pot.kT) if wt else None
             run = run_sampler(cfg, pot, sampler_seed(ctx.generator), bias, md)
-            row = sample_row(pot, run["x"], run["w"], evals=run["evals"] + extra, wall=run["wall"], e_min=e_min)
-            return {**row, "warm_start_evals": float(extra)}, run
+            total_wall = run["wall"] + extra_wall
+            row = sample_row(pot, run["x"], run["w"], evals=run["evals"] + extra, wall=total_wall, e_min=e_min)
+            return {**row, "warm_start_evals": float(extra), "warm_start_wall_s": extra_wall}, run
 
         out[name] = counted(one)
     return out
