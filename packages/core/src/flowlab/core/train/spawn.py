@@ -15,7 +15,7 @@ import traceback
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -72,23 +72,33 @@ def _run_rank(
         dist.destroy_process_group()
 
 
-def _first_failure(out_dir: str, error: Exception) -> tuple[int, str, str]:
+class _Failure(NamedTuple):
     """The rank whose error came first, its traceback (the exit status when no rank recorded one) and the phase it
     failed in ("join": while forming the group, "run": in `fn`, "exit": unrecorded)."""
+
+    rank: int
+    detail: str
+    phase: str
+
+
+def _first_failure(out_dir: str, error: Exception) -> _Failure:
+    """The `_Failure` of a try, from the error files its ranks wrote into `out_dir` (else from `error`)."""
     failures = []
     for path in Path(out_dir).glob("rank*.err"):
         head, detail = path.read_text().split("\n", 1)
         when, phase = head.split(" ")
         failures.append((float(when), int(path.stem[4:]), phase, detail.strip()))
     if not failures:
-        return getattr(error, "error_index", -1), str(error), "exit"
+        return _Failure(getattr(error, "error_index", -1), str(error), "exit")
     _, rank, phase, detail = min(failures)
     others = sorted(f[1] for f in failures if f[1] != rank)
-    return rank, detail + (f"\n(then ranks {others} failed too)" if others else ""), phase
+    return _Failure(rank, detail + (f"\n(then ranks {others} failed too)" if others else ""), phase)
 
 
-def _attempt(fn: Callable[..., Any], world_size: int, args: tuple, timeout: float, threads: int, start_method: str):
-    """One try of `spawn_gloo`: the results in rank order, or (rank, detail, phase) of the first failure."""
+def _attempt(
+    fn: Callable[..., Any], world_size: int, args: tuple, timeout: float, threads: int, start_method: str
+) -> list[Any] | _Failure:
+    """One try of `spawn_gloo`: the results in rank order, or the first failure."""
     with tempfile.TemporaryDirectory(prefix="flowlab-gloo-") as out_dir:
         context = mp.start_processes(
             _run_rank,
@@ -146,11 +156,11 @@ def spawn_gloo(
     if start_method not in mp.get_all_start_methods():
         raise ValueError(f"start_method: expected one of {mp.get_all_start_methods()}, got {start_method!r}")
     out = _attempt(fn, world_size, args, timeout, threads, start_method)
-    if isinstance(out, tuple) and out[2] == "join":
+    if isinstance(out, _Failure) and out.phase == "join":
         # Gloo's full-mesh connect can lose a loopback connection under load: the group is formed once more
-        msg = f"spawn_gloo: the group failed to form on rank {out[0]}, trying once more:\n{out[1]}"
+        msg = f"spawn_gloo: the group failed to form on rank {out.rank}, trying once more:\n{out.detail}"
         warnings.warn(msg, stacklevel=2)
         out = _attempt(fn, world_size, args, timeout, threads, start_method)
-    if isinstance(out, tuple):
-        raise RankError(out[0], world_size, out[1])
+    if isinstance(out, _Failure):
+        raise RankError(out.rank, world_size, out.detail)
     return out
