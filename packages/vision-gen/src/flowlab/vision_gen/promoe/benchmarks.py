@@ -131,7 +131,7 @@ _FULL = replace(_CPU, model=ModelConfig(size=16, dim=128, depth=6, heads=4, num_
                 n=1000, sample_steps=50)  # fmt: skip
 _SMOKE = replace(_CPU, model=ModelConfig(size=8, dim=16, depth=2, heads=2, num_routed=3),
                  train=TrainConfig(steps=2, batch_size=8), runs=(*VARIANTS, "promoe/ddpm"), n=20, sample_steps=2,
-                 analysis_n=20)  # fmt: skip
+                 analysis_n=20, workers=1)  # fmt: skip
 
 _ROUTING_MAX = ("nmi", "nmi_t0p2", "nmi_t0p5", "nmi_t0p8", "nmi_block1", "nmi_block3", "nmi_block5", "js_divergence",
                 "utilisation_entropy", "null_to_uncond")  # fmt: skip

@@ -209,7 +209,7 @@ _FULL = replace(_QUICK, teacher=TeacherConfig(family="edm", size=16, dim=128, de
 _SMOKE = replace(_QUICK, runs=RUNS, teacher=TeacherConfig(family="edm", dim=16, depth=1, steps=4, batch_size=16),
                  mid=MidConfig(steps=2, batch_size=16, nfe=4), mid_eval_every=1,
                  post=PostConfig(steps=2, batch_size=8, eval_every=1), baseline_eval_every=2, n=40, teacher_steps=4,
-                 bias_batches=1, bias_batch=8, oracle_steps=4)  # fmt: skip
+                 bias_batches=1, bias_batch=8, oracle_steps=4, workers=1)  # fmt: skip
 
 _KEYS = ("fd_1step", "fd_2step", "images_to_target_1step", "images_to_target_2step", "fd_1step_at_start",
          "fd_2step_at_start", "gradient_bias", "gradient_bias_relative", "images_ratio_1step", "images_ratio_2step",

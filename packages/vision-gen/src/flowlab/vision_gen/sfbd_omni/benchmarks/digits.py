@@ -194,7 +194,7 @@ _QUICK = replace(_FULL, methods=tuple(m for m in _METHODS if m != "online"), cle
                  generator_steps=0)  # fmt: skip
 _SMOKE = replace(_FULL, sfbd=replace(_QUICK.sfbd, rounds=1, pretrain_steps=2, steps_per_round=2, hidden=(16,),
                                      sampler_steps=3, batch_size=16), ambient_steps=2, clean_counts=(0,),
-                 generator_steps=2, n_samples=50, observations=100)  # fmt: skip
+                 generator_steps=2, n_samples=50, observations=100, workers=1)  # fmt: skip
 
 _KEYS = tuple(f"{part}{key}" for part in ("", "fresh_", "gen_") for key in ("fd", "sliced_w", "class_tv", "null_sw"))
 _DIRECTIONS = (
