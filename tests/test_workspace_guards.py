@@ -9,6 +9,7 @@ import os
 import socket
 import tomllib
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -193,6 +194,21 @@ def test_the_run_goes_on_every_core_only_with_xdist_and_no_n_given(args, xdist, 
     given = list(args)
     pytest_load_initial_conftests(EarlyConfig(), None, given)
     assert given == ([*XDIST_ARGS, *args] if added else args)
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_the_run_and_its_subprocesses_wait_passively_unless_told_otherwise(given, expected, monkeypatch):
+    """The controller sets OMP_WAIT_POLICY before the workers start (they and their subprocesses inherit it);
+    a value the user set is kept."""
+
+    early_config = SimpleNamespace(pluginmanager=SimpleNamespace(hasplugin=lambda name: True))
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    if given is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", given)
+    pytest_load_initial_conftests(early_config, None, ["-n", "0"])
+    assert os.environ["OMP_WAIT_POLICY"] == expected
 
 
 @pytest.mark.parametrize("workers", [1, 2, 4])
