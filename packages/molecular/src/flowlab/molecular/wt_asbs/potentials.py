@@ -399,8 +399,9 @@ class TBLitePotential:
         self.n_retried = 0
         self.n_failed = 0
 
-    def _single(self, pos_nm: np.ndarray) -> tuple[float, np.ndarray, int]:
-        """pos_nm: (3 N,) -> (energy kJ/mol, forces (3 N,) kJ/mol/nm, SCF attempts that did not converge)."""
+    def _single(self, pos_nm: np.ndarray) -> tuple[float, np.ndarray, bool]:
+        """pos_nm: (3 N,) -> (energy kJ/mol, forces (3 N,) kJ/mol/nm, whether the SCF was retried with smearing);
+        NaN energy and forces where no attempt gave an energy."""
         bohr = pos_nm.reshape(-1, 3) / BOHR_NM
         for attempt, smearing in enumerate((None, self.retry_smearing)):
             try:
@@ -411,11 +412,11 @@ class TBLitePotential:
                 res = calc.singlepoint()
             except self._scf_error as err:
                 if "SCF not converged" not in str(err):  # a geometry tblite cannot solve: no energy, no retry
-                    return math.nan, np.full(self.dim, math.nan), 2
+                    return math.nan, np.full(self.dim, math.nan), attempt > 0
                 continue
             grad = res.get("gradient") * (HARTREE_TO_KJMOL / BOHR_NM)
-            return float(res.get("energy")) * HARTREE_TO_KJMOL, -grad.ravel(), attempt
-        return math.nan, np.full(self.dim, math.nan), 2
+            return float(res.get("energy")) * HARTREE_TO_KJMOL, -grad.ravel(), attempt > 0
+        return math.nan, np.full(self.dim, math.nan), True
 
     def energy_and_forces(self, x: torch.Tensor) -> EnergyForces:
         """x: (B, 3 N) in nm -> energies (B,) kJ/mol and forces (B, 3 N) kJ/mol/nm from one single point each."""
@@ -423,8 +424,8 @@ class TBLitePotential:
         xs = x.detach().to("cpu", torch.float64).numpy()
         self.n_evals += len(xs)
         parts = list(self._pool.map(self._single, xs))
-        self.n_retried += sum(p[2] >= 1 for p in parts)
-        self.n_failed += sum(p[2] == 2 for p in parts)
+        self.n_retried += sum(p[2] for p in parts)
+        self.n_failed += sum(math.isnan(p[0]) for p in parts)
         kw = {"device": x.device, "dtype": x.dtype}
         energy = torch.as_tensor(np.array([p[0] for p in parts]), **kw)
         return EnergyForces(energy=energy, forces=torch.as_tensor(np.stack([p[1] for p in parts]), **kw))
