@@ -86,3 +86,26 @@ def test_variants_are_typed_and_reject_misspelt_or_unknown_settings():
     assert isinstance(TOY_QUICK, ToyBench)
     assert TOY_QUICK.sampler_for("mueller-brown").asbs == TOY_FULL.sampler.asbs
     assert TOY_QUICK.sampler_for("four-well").asbs != TOY_FULL.sampler.asbs
+
+
+def test_torsion_scores_take_every_sample_for_the_kl_and_a_subsample_for_w2():
+    """A rare basin lives in a few reweighted samples: the KL must see all of them, while the exact W2 plan runs on
+    at most max_points evenly spaced ones (the weights subsampled with them)."""
+    from flowlab.molecular.wt_asbs.analysis import torsion_marginal_kl, torsion_w2
+    from flowlab.molecular.wt_asbs.benchmarks.aldp_scores import _fes_points, torsion_scores
+
+    gen = torch.Generator().manual_seed(0)
+    grid = torch.linspace(-math.pi, math.pi, 31, dtype=torch.float64)
+    fes = (1 - torch.cos(grid[:, None])) * 4 + (1 - torch.cos(grid[None, :] - 1)) * 2  # (psi, phi), kJ/mol
+    s = (torch.rand(60, 2, generator=gen, dtype=torch.float64) - 0.5) * 2 * math.pi
+    w = torch.rand(60, generator=gen, dtype=torch.float64)
+    got = torsion_scores(fes.numpy(), 2.494, s.numpy(), w.numpy(), max_points=7)
+    ref, ref_w = _fes_points(fes.numpy(), 2.494, stride=1)
+    kl_all = torsion_marginal_kl(ref, s, ref_weights=ref_w, weights=w)
+    kl_sub = torsion_marginal_kl(ref, s[::10], ref_weights=ref_w, weights=w[::10])
+    assert got["KL_phi"] == pytest.approx(float(kl_all[0]), rel=1e-12)
+    assert got["KL_psi"] == pytest.approx(float(kl_all[1]), rel=1e-12)
+    assert abs(got["KL_phi"] - float(kl_sub[0])) > 1e-3  # the subsample would have given another number
+    keep = torch.linspace(0, 59, 7).long()
+    ref3, ref3_w = _fes_points(fes.numpy(), 2.494, stride=3)
+    assert got["W2_phi_psi"] == pytest.approx(torsion_w2(ref3, s[keep], ref_weights=ref3_w, weights=w[keep]))

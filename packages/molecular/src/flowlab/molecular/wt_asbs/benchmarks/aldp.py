@@ -218,7 +218,7 @@ ALDP_CPU = replace(
         sigma_min=1e-3,
         source_std=0.1,
     ),
-    n_eval=4096,
+    n_eval=8192,
     md_steps=250_000,
     coordinates="internal",
     cv_source_std=1.0,

@@ -28,18 +28,20 @@ def _fes_points(fes: np.ndarray, kT: float, stride: int) -> tuple[torch.Tensor, 
 
 def torsion_scores(fes: np.ndarray, kT: float, s, w=None, max_points: int = 2000) -> dict[str, float]:
     """KL of the phi and psi marginals and W2 on (phi, psi) against an FES (ASBS Table 3's metrics); s: (N, 2)
-    radians, w: (N,) weights or None; at most `max_points` evenly spaced samples. The KL's reference keeps every
-    grid node (a coarser one aliases against the histogram bins: about 0.06 nats at stride 3); W2's every third."""
+    radians, w: (N,) weights or None. The KL histograms take every sample (a rare basin's few reweighted samples
+    decide its bins) and the reference's every grid node (a coarser one aliases against the histogram bins: about
+    0.06 nats at stride 3); W2, an exact transport plan, takes at most `max_points` evenly spaced samples against
+    every third node."""
     s = torch.as_tensor(np.asarray(s), dtype=torch.float64)
-    keep = torch.linspace(0, len(s) - 1, min(len(s), max_points)).long()
-    s, w = s[keep], None if w is None else torch.as_tensor(np.asarray(w), dtype=torch.float64)[keep]
+    w = None if w is None else torch.as_tensor(np.asarray(w), dtype=torch.float64)
     ref, ref_w = _fes_points(fes, kT, stride=1)
     kl = torsion_marginal_kl(ref, s, ref_weights=ref_w, weights=w)
+    keep = torch.linspace(0, len(s) - 1, min(len(s), max_points)).long()
     ref, ref_w = _fes_points(fes, kT, stride=3)
     return {
         "KL_phi": float(kl[0]),
         "KL_psi": float(kl[1]),
-        "W2_phi_psi": torsion_w2(ref, s, ref_weights=ref_w, weights=w),
+        "W2_phi_psi": torsion_w2(ref, s[keep], ref_weights=ref_w, weights=None if w is None else w[keep]),
     }
 
 
