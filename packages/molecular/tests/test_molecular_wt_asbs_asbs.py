@@ -52,6 +52,23 @@ def test_base_bridge_matches_the_zero_drift_sde_and_core_bridge():
     torch.testing.assert_close(ours.var(0), core.var(0), atol=0.05, rtol=0.05)
 
 
+def test_bridge_sample_keeps_its_spread_near_t_1_in_float32():
+    """At t = 1 - 1e-4 the bridge's 1 - r is about 1e-8, below float32's resolution of r: the float32 sample still has
+    the spread sqrt(r (1 - r) V_tot) (about 1e-4) around X_1 and its centre of X_1 + (1 - r)(X_0 - X_1)."""
+    noise = EDMNoise(2.0, 0.01)
+    g = torch.Generator().manual_seed(3)
+    model = ASBS(FourWell(), noise, ASBSConfig(), source_std=1.0, generator=g)
+    n = 8000
+    x0, x1 = torch.zeros(n, 2), torch.full((n, 2), 0.5)
+    t = torch.full((n,), 1 - 1e-4)
+    xt = model.bridge_sample(x0, x1, t)
+    assert xt.dtype == torch.float32
+    keep = float(noise.remaining(t[:1].double()) / noise.total)
+    assert keep < 1e-7
+    spread = math.sqrt(keep * (1 - keep) * noise.total)
+    assert float((xt - x1).std()) == pytest.approx(spread, rel=0.05)
+
+
 def test_corrector_target_is_the_base_transition_score():
     noise = EDMNoise(2.0, 0.01)
     x0 = torch.randn(6, 3, dtype=torch.float64)

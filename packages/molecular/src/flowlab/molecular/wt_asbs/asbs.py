@@ -360,15 +360,21 @@ class ASBS:
             c = self.total_grad(x1, grad_e) + self.corrector(x1)
         return ((net(x=xt, t=t) + c) ** 2).sum(-1).mean(), {}
 
-    def bridge_sample(self, x0: torch.Tensor, x1: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        """X_t of the base bridge: (1 - r) X_0 + r X_1 + sqrt(r (1 - r) V_tot) z, r = S(t) / V_tot; (B, D).
+    def bridge_sample(
+        self, x0: torch.Tensor, x1: torch.Tensor, t: torch.Tensor, generator: torch.Generator | None = None
+    ) -> torch.Tensor:
+        """X_t of the base bridge: (1 - r) X_0 + r X_1 + sqrt(r (1 - r) V_tot) z, r = S(t) / V_tot; x0, x1: (B, D),
+        t: (B,) -> (B, D) in x1's dtype; z from `generator` (default the sampler's) in x1's dtype.
 
         The same law as core `BridgePath(noise.variance)` (checked in the tests) in closed form, without its
-        forward-mode derivative (the time derivative is not needed here).
+        forward-mode derivative (the time derivative is not needed here). The mixture is formed in float64 with
+        1 - r = (V_tot - S(t)) / V_tot from `remaining`: near t = 1 it is far below float32's resolution of r.
         """
-        r = (self.noise.variance(t) / self.noise.total)[:, None]
-        z = self._mean_free(torch.randn(x1.shape, generator=self.generator, device=x1.device, dtype=x1.dtype))
-        return (1 - r) * x0 + r * x1 + (r * (1 - r) * self.noise.total).clamp_min(0).sqrt() * z
+        gen = self.generator if generator is None else generator
+        z = self._mean_free(torch.randn(x1.shape, generator=gen, device=x1.device, dtype=x1.dtype)).double()
+        keep = (self.noise.remaining(t.double()) / self.noise.total)[:, None]  # 1 - r
+        xt = keep * x0.double() + (1 - keep) * x1.double() + (keep * (1 - keep) * self.noise.total).sqrt() * z
+        return xt.to(x1.dtype)
 
     def warm_start(self, data: torch.Tensor) -> float:
         """Bridge-match the controller onto `data`: (N, D) (e.g. short MD in the sampler's coordinates) for the
@@ -394,13 +400,11 @@ class ASBS:
             return self._source(cfg.batch_size, generator), data[idx]
 
         def loss(net: nn.Module, pair: tuple[torch.Tensor, torch.Tensor], generator: torch.Generator):
-            # the bridge in float64 with 1 - r(t) = (V_tot - S(t)) / V_tot from `remaining`: near t = 1 it is far
-            # below float32's resolution of r
+            # the bridge and its target in float64 (1 - r(t) from `remaining`, as in `bridge_sample`)
             x0, x1 = (x.double() for x in pair)
             t = torch.rand(len(x0), generator=generator, device=self.device, dtype=torch.float64)
             keep = (self.noise.remaining(t) / self.noise.total)[:, None]  # 1 - r
-            z = self._mean_free(torch.randn(x0.shape, generator=generator, device=self.device, dtype=torch.float64))
-            xt = keep * x0 + (1 - keep) * x1 + (keep * (1 - keep) * self.noise.total).sqrt() * z
+            xt = self.bridge_sample(x0, x1, t, generator)
             # sqrt(1 - r) times the target (X_1 - X_t) / (V_tot - S(t)): bounded as t -> 1
             scaled_target = self._mean_free(x1 - xt) / (keep.sqrt() * self.noise.total)
             b = net(x=xt.to(self.dtype), t=t.to(self.dtype))
