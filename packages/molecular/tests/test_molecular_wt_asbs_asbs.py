@@ -4,6 +4,7 @@ Gaussian and path-space importance weights."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -140,6 +141,40 @@ def test_asbs_learns_a_gaussian_target():
     assert model.potential.n_evals == 4 * 2 * 128  # only adjoint epochs call the energy
     assert model.log.stage == ["A"] * 4 + ["C"] * 2 + ["A"] * 4  # one record per epoch, its mean loss finite
     assert all(math.isfinite(v) for v in model.log.loss)
+
+
+def test_a_diverging_run_stops_after_its_patience_and_a_calm_one_runs_its_curriculum():
+    """Median energies (kT) scripted per adjoint epoch: 3, -5, 200, 1, 200, NaN, 200, ... With stop_above_kT 100 and
+    patience 3 the lowest is -5; epoch 3 is above, epoch 4 resets the count, epochs 5-7 (NaN counts) stop the run
+    after epoch 7 of 10; with stop_above_kT 0 it runs all 10."""
+
+    class Scripted:
+        dim, kT = 2, 1.0
+
+        def __init__(self):
+            self.n_evals, self.calls = 0, 0
+            self.script = [3.0, -5.0, 200.0, 1.0, 200.0, math.nan] + [200.0] * 10
+
+        def energy_and_forces(self, x):
+            self.n_evals += len(x)
+            e = torch.full((len(x),), self.script[self.calls])
+            self.calls += 1
+            return type("EF", (), {"energy": e, "forces": torch.zeros_like(x)})()
+
+    cfg = ASBSConfig(stages="A", adjoint_epochs=10, steps_per_epoch=1, sde_steps=2, batch_size=4, new_samples=4,
+                     hidden=(8,), stop_above_kT=100.0, stop_patience=3)  # fmt: skip
+    for threshold, epochs, stopped in ((100.0, 7, 7), (0.0, 10, None)):
+        model = ASBS(Scripted(), EDMNoise(2.0, 0.01), replace(cfg, stop_above_kT=threshold), source_std=1.0,
+                     generator=torch.Generator().manual_seed(0))  # fmt: skip
+        log = model.train()
+        assert log.stopped_epoch == stopped
+        assert len(log.stage) == epochs and model.potential.n_evals == 4 * epochs
+        torch.testing.assert_close(torch.tensor(log.median_energy_kT[:6]), torch.tensor(model.potential.script[:6]),
+                                   equal_nan=True)  # fmt: skip
+    with pytest.raises(ValueError, match="stop_above_kT"):
+        ASBSConfig(stop_above_kT=-1.0)
+    with pytest.raises(ValueError, match="stop_patience"):
+        ASBSConfig(stop_patience=0)
 
 
 def test_warm_start_bridge_matching_carries_the_source_to_the_data():

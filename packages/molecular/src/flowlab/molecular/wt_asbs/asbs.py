@@ -14,6 +14,7 @@ With a `WellTemperedBias`, hills are deposited at the CVs of every epoch's new s
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -73,7 +74,9 @@ def clip_per_atom(grad: torch.Tensor, max_norm: float, atom_dim: int) -> torch.T
 
 @dataclass(frozen=True)
 class ASBSConfig(Config):
-    """Curriculum and sizes. stages: a string of 'A' (adjoint) / 'C' (corrector) stages."""
+    """Curriculum and sizes. stages: a string of 'A' (adjoint) / 'C' (corrector) stages. stop_above_kT > 0 stops a
+    diverging run: training ends once the median energy of an adjoint epoch's new samples has stayed more than
+    stop_above_kT above the lowest such median of the run for `stop_patience` adjoint epochs in a row (0: never)."""
 
     stages: str = "ACACA"
     adjoint_epochs: int = 20
@@ -91,6 +94,8 @@ class ASBSConfig(Config):
     hidden: tuple[int, ...] = (64, 64, 64)
     warm_start_steps: int = 0
     warm_start_lr: float = 3e-4
+    stop_above_kT: float = 0.0
+    stop_patience: int = 20
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -104,6 +109,7 @@ class ASBSConfig(Config):
             "buffer_size",
             "new_samples",
             "sde_steps",
+            "stop_patience",
         ):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
@@ -115,6 +121,8 @@ class ASBSConfig(Config):
             raise ValueError(f"warm_start_steps: {msg}")
         if not self.warm_start_lr > 0:
             raise ValueError(f"warm_start_lr: expected a positive learning rate, got {self.warm_start_lr!r}")
+        if not self.stop_above_kT >= 0:
+            raise ValueError(f"stop_above_kT: expected >= 0 (0: never stop early), got {self.stop_above_kT!r}")
 
     @property
     def epochs(self) -> int:
@@ -156,14 +164,18 @@ class SamplerConfig(Config):
 
 @dataclass
 class TrainLog:
-    """Per-epoch records: stage, loss, energy evaluations so far, bias hills so far, wall seconds."""
+    """Per-epoch records: stage, loss, energy evaluations so far, bias hills so far, the bias's maximum, the median
+    energy / kT of the epoch's new samples (adjoint epochs; NaN for corrector epochs); wall seconds; the epoch
+    after which a diverging run was stopped (`ASBSConfig.stop_above_kT`), None when it ran its curriculum."""
 
     stage: list[str] = field(default_factory=list)
     loss: list[float] = field(default_factory=list)
     energy_evals: list[int] = field(default_factory=list)
     hills: list[int] = field(default_factory=list)
     max_bias: list[float] = field(default_factory=list)
+    median_energy_kT: list[float] = field(default_factory=list)
     seconds: float = 0.0
+    stopped_epoch: int | None = None
 
 
 class ASBS:
@@ -325,11 +337,15 @@ class ASBS:
         return clip_per_atom(grad, self.config.force_clip, self.atom_dim)
 
     # training ----------------------------------------------------------------------------------------
-    def _refresh(self, stage: str, epoch: int) -> None:
+    def _refresh(self, stage: str, epoch: int) -> float:
+        """Draw the epoch's new samples into the stage's buffer (with dE/dx for 'A'; hills for WT-ASBS); returns
+        their median energy / kT ('A'), NaN ('C')."""
         x0, x1 = self.sample(self.config.new_samples)
+        median = math.nan
         if stage == "A":
-            grad_e = -self.potential.energy_and_forces(x1).forces.to(x1)
-            new = (x0, x1, torch.nan_to_num(grad_e, nan=0.0, posinf=0.0, neginf=0.0))
+            ef = self.potential.energy_and_forces(x1)
+            median = float(ef.energy.nanmedian()) / self.potential.kT
+            new = (x0, x1, torch.nan_to_num(-ef.forces.to(x1), nan=0.0, posinf=0.0, neginf=0.0))
         else:
             new = (x0, x1)
         old = self.buffers[stage]
@@ -337,6 +353,7 @@ class ASBS:
         self.buffers[stage] = buf
         if self.bias is not None and epoch >= self.config.skip_epochs:
             self.bias.add_hills(self.cvs(x1.to(self.bias.values)))
+        return median
 
     def _batch(self, stage: str, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
         """batch_size rows drawn with replacement from the stage's buffer: (X_0, X_1[, dE/dx(X_1)]), each (B, D)."""
@@ -422,18 +439,18 @@ class ASBS:
     def train(self, on_epoch: Callable[[TrainLog], None] | None = None) -> TrainLog:
         """Run the curriculum, each epoch one `fit` of `steps_per_epoch` AdamW steps on the epoch's buffer (the
         optimisers persist across epochs and stages), calling `on_epoch(log)` after each epoch's records (progress);
-        returns the `TrainLog` (also at `.log`)."""
+        returns the `TrainLog` (also at `.log`). With `stop_above_kT` a diverging run stops early (`stopped_epoch`)."""
         cfg = self.config
         nets: dict[str, nn.Module] = {"A": self.controller, "C": self.corrector}
         opts = {
             k: torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay) for k, net in nets.items()
         }
-        start, epoch = time.perf_counter(), 0
+        start, epoch, lowest, above = time.perf_counter(), 0, math.inf, 0
         for stage in cfg.stages:
             n_epochs = cfg.adjoint_epochs if stage == "A" else cfg.corrector_epochs
             self.buffers[stage] = None  # a fresh buffer per stage: the other network changed
             for _ in range(n_epochs):
-                self._refresh(stage, epoch)
+                median = self._refresh(stage, epoch)
                 result = fit(
                     nets[stage],
                     self._loss,
@@ -451,9 +468,18 @@ class ASBS:
                 self.log.energy_evals.append(self.potential.n_evals)
                 self.log.hills.append(0 if self.bias is None else self.bias.n_hills)
                 self.log.max_bias.append(0.0 if self.bias is None else float(self.bias.values.max()))
+                self.log.median_energy_kT.append(median)
                 epoch += 1
                 if on_epoch is not None:
                     on_epoch(self.log)
+                if stage == "A" and cfg.stop_above_kT > 0:
+                    lowest = min(lowest, median) if math.isfinite(median) else lowest
+                    above = 0 if median <= lowest + cfg.stop_above_kT else above + 1  # NaN (all failed) counts
+                    if above >= cfg.stop_patience:
+                        self.log.stopped_epoch = epoch
+                        break
+            if self.log.stopped_epoch is not None:
+                break
         self.log.seconds = time.perf_counter() - start
         return self.log
 

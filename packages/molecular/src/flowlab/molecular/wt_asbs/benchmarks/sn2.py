@@ -53,10 +53,11 @@ def run_sn2(ctx: BenchContext) -> BenchResult:
 
     Per method: basins (wells holding >= 1 % of the unweighted samples), product_share (weighted), dF_err (|Delta F|
     from samples reweighted by the final bias, kT), median_excess_energy_kT (about 6 kT for Boltzmann samples: 12
-    internal modes), evals, wall_s, scf_retried / scf_failed. WTMetaD and WT-ASBS add, from their PMF
-    F = -gamma/(gamma-1) V: dF_err_bias, barrier_kT and pmf_asymmetry (RMSE of F(xi) - F(-xi), kT); the cached
-    reference its drift over the last half of its snapshots; WT-ASBS pmf_rmse_vs_metad (after the best shift, where
-    the reference F <= pmf_cutoff), barrier_err_kT and hills. WT-ASBS's samples go to `wt_asbs_sn2_samples.xyz`.
+    internal modes), evals, wall_s, scf_retried / scf_failed; the samplers their epochs and stopped_diverging.
+    WTMetaD and WT-ASBS add, from their PMF F = -gamma/(gamma-1) V: dF_err_bias, barrier_kT and pmf_asymmetry (RMSE
+    of F(xi) - F(-xi), kT); the cached reference its drift over the last half of its snapshots; WT-ASBS
+    pmf_rmse_vs_metad (after the best shift, where the reference F <= pmf_cutoff), barrier_err_kT and hills. WT-ASBS's
+    samples go to `wt_asbs_sn2_samples.xyz`.
     """
     cfg: SN2Bench = ctx.config
     pot = sn2_potential(workers=cfg.workers, wall_nm=cfg.wall_nm, wall_k=cfg.wall_k)
@@ -146,7 +147,8 @@ SN2_SMOKE = replace(
 )
 #: internal coordinates on 2 CPU cores (issue 38): the samplers on `sn2.internal_system`'s z (d = 12) with the
 #: source wide along the reaction line, warm-started by bridge matching on the plain MD's reactant-well samples, a CV
-#: wall inside the bias grid's ends, and the cached converged WTMetaD reference
+#: wall inside the bias grid's ends, and the cached converged WTMetaD reference; a sampler whose new samples stay over
+#: 100 kT above its best epoch's for 20 adjoint epochs is stopped as diverged (plain ASBS ran away to 644 kT)
 SN2_CPU = replace(
     SN2_QUICK,
     sampler=SamplerConfig(
@@ -164,6 +166,8 @@ SN2_CPU = replace(
             force_clip=50.0,
             warm_start_steps=3000,
             warm_start_lr=3e-3,
+            stop_above_kT=100.0,
+            stop_patience=20,
         ),
         bias=BiasConfig(bins=150, sigma=0.01, height=0.03, bias_factor=5.0, walls=((-0.2, 0.2),)),
         sigma_max=1.5,

@@ -120,7 +120,8 @@ def sampler_rows(
     """WT-ASBS, then plain ASBS, each run through `counted` (which resets and reads the energy counters) and, with
     warm-start steps, bridge-matched onto the plain MD's samples `md`: (M, 18) first (their `md_evals` energy calls
     and `md_wall` seconds added to each sampler's evals and wall_s and reported as warm_start_evals and
-    warm_start_wall_s): {name: (row, `run_sampler`'s run)}."""
+    warm_start_wall_s); each row has the epochs trained and stopped_diverging (1 when `ASBSConfig.stop_above_kT`
+    ended it early): {name: (row, `run_sampler`'s run)}."""
     extra, extra_wall = (md_evals, md_wall) if cfg.sampler.asbs.warm_start_steps else (0, 0.0)
     out = {}
     for name, wt in (("WT-ASBS", True), ("ASBS", False)):
@@ -130,7 +131,10 @@ def sampler_rows(
             run = run_sampler(cfg, pot, sampler_seed(ctx.generator), bias, md)
             total_wall = run["wall"] + extra_wall
             row = sample_row(pot, run["x"], run["w"], evals=run["evals"] + extra, wall=total_wall, e_min=e_min)
-            return {**row, "warm_start_evals": float(extra), "warm_start_wall_s": extra_wall}, run
+            log = run["model"].log
+            row.update(warm_start_evals=float(extra), warm_start_wall_s=extra_wall, epochs=float(len(log.stage)))
+            row["stopped_diverging"] = float(log.stopped_epoch is not None)
+            return row, run
 
         out[name] = counted(one)
     return out
