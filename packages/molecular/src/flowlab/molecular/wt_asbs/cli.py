@@ -230,6 +230,9 @@ def sample(
     if warm_data is not None:
         model.warm_start(warm_data)
     log = model.train(on_epoch=_progress(sampler.asbs.epochs))
+    if log.stopped_epoch is not None:
+        typer.echo(f"stopped as diverging after epoch {log.stopped_epoch}: its new samples stayed over "
+                   f"{sampler.asbs.stop_above_kT:g} kT above its best epoch's median energy", err=True)  # fmt: skip
     data = {}
     if system in TOYS:  # path weights cost one energy call per sample; on molecules they are not used by default
         _, x1, data["log_w"] = model.sample_weighted(n)
@@ -250,6 +253,7 @@ def sample(
         "train_steps": sampler.asbs.steps,
         "samples_seen": sampler.asbs.steps * sampler.asbs.batch_size,
         "train_seconds": log.seconds,
+        "stopped_epoch": log.stopped_epoch,
     }
     (out / "config.json").write_text(json.dumps(config, indent=2))
     typer.echo(json_text(config))
