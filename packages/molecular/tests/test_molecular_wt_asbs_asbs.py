@@ -55,7 +55,7 @@ def test_base_bridge_matches_the_zero_drift_sde_and_core_bridge():
 
 def test_bridge_sample_keeps_its_spread_near_t_1_in_float32():
     """At t = 1 - 1e-4 the bridge's 1 - r is about 1e-8, below float32's resolution of r: the float32 sample still has
-    the spread sqrt(r (1 - r) V_tot) (about 1e-4) around X_1 and its centre of X_1 + (1 - r)(X_0 - X_1)."""
+    the spread sqrt(r (1 - r) V_tot) (about 1e-4) around X_1 (float32 r gave none)."""
     noise = EDMNoise(2.0, 0.01)
     g = torch.Generator().manual_seed(3)
     model = ASBS(FourWell(), noise, ASBSConfig(), source_std=1.0, generator=g)
