@@ -81,8 +81,8 @@ def print_plan(
     scenarios: list[Scenario], *, suite: str, seeds: list[int], jobs: int, device: torch.device
 ) -> tuple[float, int]:
     """What will run, how long each is expected to take, which artifacts are cached and which will be built (those
-    that declare several threads alone first, then the one-thread builds side by side, one per core); returns the
-    expected wall seconds and how many artifacts build at a time."""
+    that declare several threads alone first, then the one-thread builds side by side, one per core; more jobs than
+    cores share them); returns the expected wall seconds and how many artifacts build at a time."""
     import torch
 
     from flowlab.core.artifacts import is_cached
@@ -111,7 +111,7 @@ def print_plan(
     console.print(table)
     workers = build_workers(len(to_build))
     build = sum(alone) + (_makespan(to_build, workers) if to_build else 0.0)
-    total = build + run / jobs + (_makespan(beside, paired) if paired else 0.0)
+    total = build + run / min(jobs, available_cores()) + (_makespan(beside, paired) if paired else 0.0)
     building = ""
     if build:
         side = f"{len(to_build)} on {workers} worker(s)"
