@@ -251,14 +251,16 @@ def test_the_plan_estimates_builds_started_longest_first_on_the_first_free_worke
     assert _makespan([5.0, 1.0], 1) == 6.0 and _makespan([5.0, 1.0], 4) == 5.0
 
 
-@pytest.mark.parametrize(("cores", "jobs", "minutes"), [(2, 3, 45.0), (2, 2, 45.0), (4, 3, 30.0), (2, 1, 90.0)])
+@pytest.mark.parametrize(
+    ("cores", "jobs", "minutes"), [(2, 3, 45.0), (2, 2, 60.0), (4, 3, 30.0), (2, 1, 90.0), (2, 4, 45.0)]
+)
 def test_the_plan_shares_the_cores_among_more_jobs_than_cores(monkeypatch, cores, jobs, minutes):
     monkeypatch.setattr("flowlab.tools.bench.jobs.available_cores", lambda: cores)
     variants = {"quick": Tiny(), "full": Tiny()}
     one = Scenario(name="core.long.case", package="core", method="long", run=_ok, variants=variants, directions={},
                    expected_seconds={"quick": 1800.0})  # fmt: skip
     total, _ = print_plan([one], suite="quick", seeds=[0, 1, 2], jobs=jobs, device=torch.device("cpu"))
-    assert total == pytest.approx(minutes * 60)  # 3 seeds of 30 min: 3 jobs on 2 cores take 45 min, not 30
+    assert total == pytest.approx(minutes * 60)  # 3 seeds of 30 min: 3 jobs on 2 cores take 45 min; 2 jobs 60
 
 
 def _claimed(ctx):

@@ -77,12 +77,21 @@ def _makespan(seconds: list[float], workers: int) -> float:
     return max(loads)
 
 
+def _shared_makespan(seconds: list[float], jobs: int, cores: int) -> float:
+    """`_makespan` of these cases on `jobs` workers, stretched where more workers run at once than there are cores."""
+    if not seconds:
+        return 0.0
+    busy = min(jobs, len(seconds))
+    return _makespan(seconds, busy) * busy / min(busy, cores)
+
+
 def print_plan(
     scenarios: list[Scenario], *, suite: str, seeds: list[int], jobs: int, device: torch.device
 ) -> tuple[float, int]:
     """What will run, how long each is expected to take, which artifacts are cached and which will be built (those
-    that declare several threads alone first, then the one-thread builds side by side, one per core; more jobs than
-    cores share them); returns the expected wall seconds and how many artifacts build at a time."""
+    that declare several threads alone first, then the one-thread builds side by side, one per core; the seeds on
+    `jobs` workers, which share the cores where there are fewer); returns the expected wall seconds and how many
+    artifacts build at a time."""
     import torch
 
     from flowlab.core.artifacts import is_cached
@@ -101,17 +110,16 @@ def print_plan(
             (alone if a.threads > 1 else to_build).append(a.expected_seconds)
         table.add_row("artifact", a.name, "cached" if cached else "[yellow]build[/yellow]",
                       "–" if cached else _minutes(a.expected_seconds))  # fmt: skip
-    run = 0.0
     paired = side_by_side(scenarios, seeds, device, jobs)  # one-thread scenarios run side by side, first
     beside = [s.expected(variant) for s in scenarios if paired and s.single_thread for _ in seeds]
+    cases = [s.expected(variant) for s in scenarios if not (paired and s.single_thread) for _ in seeds]
     for s in scenarios:
-        run += 0.0 if paired and s.single_thread else s.expected(variant) * len(seeds)
         table.add_row("scenario", s.name, f"seeds {seeds[0]}..{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}",
                       _minutes(s.expected(variant) * len(seeds)))  # fmt: skip
     console.print(table)
     workers = build_workers(len(to_build))
     build = sum(alone) + (_makespan(to_build, workers) if to_build else 0.0)
-    total = build + run / min(jobs, available_cores()) + (_makespan(beside, paired) if paired else 0.0)
+    total = build + _shared_makespan(cases, jobs, available_cores()) + (_makespan(beside, paired) if paired else 0.0)
     building = ""
     if build:
         side = f"{len(to_build)} on {workers} worker(s)"
